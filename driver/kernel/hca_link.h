@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file hca_link.h
+ * @brief How the driver reaches one HCA: the PCIe function's command mailbox, UAR doorbells
+ *        and interrupt line, plus the platform IOMMU. The simulator implements it (sim/);
+ *        nothing in driver/ knows how.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <hcasim/hca_hw.h>
+
+namespace hcasim::drv {
+
+class HcaLink {
+ public:
+  virtual ~HcaLink() = default;
+
+  /** @brief Device name ("hcasim0"). */
+  virtual const std::string& name() const = 0;
+  /** @brief Execute a firmware command synchronously. */
+  virtual void exec(hw::CmdMailbox& mb) = 0;
+  /** @brief 64-bit store into the UAR page. */
+  virtual void mmio_write64(uint32_t offset, uint64_t value) = 0;
+  /** @brief Program the IOMMU: device address @p iova reaches @p hva for @p len bytes. */
+  virtual bool iommu_map(uint64_t iova, void* hva, uint64_t len) = 0;
+  virtual void iommu_unmap(uint64_t iova) = 0;
+  /** @brief Interrupt handler, called with the MSI-X vector. */
+  virtual void set_irq_handler(std::function<void(uint32_t vector)> isr) = 0;
+
+  /**
+   * @brief The program found nothing to do (empty poll, blocking wait). In a simulator device
+   * time advances only while programs wait, so this lets it run until the device did something
+   * software can observe. Returns false if the device had nothing pending.
+   */
+  virtual bool wait_progress() = 0;
+  /** @brief An fd that becomes readable when new device work is scheduled (for blocking waits). */
+  virtual int activity_fd() = 0;
+
+  /** @brief Driver-side trace (post_send, poll_cq): true if tracing is on. */
+  virtual bool trace_on() const = 0;
+  virtual void trace(uint32_t qpn, bool has_wr, uint64_t wr_id, const char* text) = 0;
+};
+
+/** @brief Where device links come from: the simulator registers an enumerator at load time. */
+using LinkEnumerator = std::function<std::vector<HcaLink*>()>;
+void register_link_enumerator(LinkEnumerator e);
+/** @brief All links (enumerated once, on first call). */
+const std::vector<HcaLink*>& links();
+
+}  // namespace hcasim::drv

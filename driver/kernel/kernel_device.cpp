@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "kernel_device.h"
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+namespace hcasim::drv {
+
+KernelDevice::KernelDevice(HcaLink& link) : link_(link), dbrecs_(link, iova_) {
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::QueryHcaCap);
+  if (command(mb) != 0) return;
+  std::memcpy(&caps_, mb.out, sizeof caps_);
+  // One EQ carries completion and asynchronous events; its interrupt drives event delivery.
+  eq_ = std::make_unique<QueueBuffer>(link_, iova_, (1u << eq_log_) * hw::kEqeSize);
+  if (!eq_->ok()) return;
+  hw::Eqc eqc{};
+  eqc.log_size = uint8_t(eq_log_);
+  eqc.irq_vector = 0;
+  eqc.buf = eq_->desc();
+  // EQEs start owned by hardware: owner bit 1 until the first pass writes 0.
+  for (uint32_t i = 0; i < (1u << eq_log_); ++i) eq_->data()[i * hw::kEqeSize + 63] = 1;
+  hw::CmdMailbox c{};
+  c.opcode = uint16_t(hw::CmdOpcode::CreateEq);
+  std::memcpy(c.in, &eqc, sizeof eqc);
+  if (command(c) != 0) return;
+  eqn_ = c.arg0;
+  link_.set_irq_handler([this](uint32_t v) { isr(v); });
+  ok_ = true;
+}
+
+KernelDevice::~KernelDevice() = default;
+
+int KernelDevice::command(hw::CmdMailbox& mb) {
+  link_.exec(mb);
+  switch (hw::CmdStatus(mb.status)) {
+    case hw::CmdStatus::Ok: return 0;
+    case hw::CmdStatus::NoResources:
+    case hw::CmdStatus::ExceedLimit: return ENOMEM;
+    case hw::CmdStatus::ResourceBusy: return EBUSY;
+    case hw::CmdStatus::BadOpcode: return EOPNOTSUPP;
+    default: return EINVAL;
+  }
+}
+
+void KernelDevice::add_cq(uint32_t cqn, EventTarget* t) {
+  std::lock_guard<std::mutex> g(mu_);
+  cqs_[cqn] = t;
+}
+void KernelDevice::add_qp(uint32_t qpn, EventTarget* t) {
+  std::lock_guard<std::mutex> g(mu_);
+  qps_[qpn] = t;
+}
+void KernelDevice::remove_cq(uint32_t cqn) {
+  std::lock_guard<std::mutex> g(mu_);
+  cqs_.erase(cqn);
+}
+void KernelDevice::remove_qp(uint32_t qpn) {
+  std::lock_guard<std::mutex> g(mu_);
+  qps_.erase(qpn);
+}
+
+void KernelDevice::isr(uint32_t /*vector*/) {
+  const uint32_t size = 1u << eq_log_;
+  for (;;) {
+    const uint8_t* e = eq_->data() + (eq_ci_ & (size - 1)) * hw::kEqeSize;
+    const uint8_t owner = __atomic_load_n(e + 63, __ATOMIC_ACQUIRE);
+    if ((owner & 1) != ((eq_ci_ >> eq_log_) & 1)) break;
+    hw::Eqe eqe;
+    std::memcpy(&eqe, e, sizeof eqe);
+    ++eq_ci_;
+    const uint32_t res = hw::from_be32(eqe.resource);
+    const auto type = hw::EqeType(eqe.type);
+    std::lock_guard<std::mutex> g(mu_);
+    if (type == hw::EqeType::Completion) {
+      auto it = cqs_.find(res);
+      if (it != cqs_.end()) it->second->completion_event();
+    } else if (type == hw::EqeType::CqError) {
+      auto it = cqs_.find(res);
+      if (it != cqs_.end()) it->second->async_event(type);
+    } else {
+      auto it = qps_.find(res);
+      if (it != qps_.end()) it->second->async_event(type);
+    }
+  }
+  link_.mmio_write64(hw::kUarEqArm, hw::eq_arm_value(eqn_, eq_ci_));
+}
+
+KernelDevice& kernel_device(HcaLink& link) {
+  // Never destroyed: programs may still poll from other threads while the process exits.
+  static auto* mu = new std::mutex;
+  static auto* devs = new std::map<HcaLink*, std::unique_ptr<KernelDevice>>;
+  std::lock_guard<std::mutex> g(*mu);
+  auto& d = (*devs)[&link];
+  if (!d) d = std::make_unique<KernelDevice>(link);
+  return *d;
+}
+
+}  // namespace hcasim::drv

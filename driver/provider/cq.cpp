@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+// Completion queues: ring allocation, CQE parsing in poll_cq, arming, event delivery.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "objects.h"
+#include "verbs_core.h"
+
+namespace hcasim::drv {
+namespace {
+
+ibv_wc_status wc_status(hw::CqeSyndrome s) {
+  switch (s) {
+    case hw::CqeSyndrome::Ok: return IBV_WC_SUCCESS;
+    case hw::CqeSyndrome::LocalLengthErr: return IBV_WC_LOC_LEN_ERR;
+    case hw::CqeSyndrome::LocalQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
+    case hw::CqeSyndrome::LocalProtErr: return IBV_WC_LOC_PROT_ERR;
+    case hw::CqeSyndrome::WrFlushErr: return IBV_WC_WR_FLUSH_ERR;
+    case hw::CqeSyndrome::MwBindErr: return IBV_WC_MW_BIND_ERR;
+    case hw::CqeSyndrome::BadRespErr: return IBV_WC_BAD_RESP_ERR;
+    case hw::CqeSyndrome::LocalAccessErr: return IBV_WC_LOC_ACCESS_ERR;
+    case hw::CqeSyndrome::RemoteInvalReqErr: return IBV_WC_REM_INV_REQ_ERR;
+    case hw::CqeSyndrome::RemoteAccessErr: return IBV_WC_REM_ACCESS_ERR;
+    case hw::CqeSyndrome::RemoteOpErr: return IBV_WC_REM_OP_ERR;
+    case hw::CqeSyndrome::TransportRetryExcErr: return IBV_WC_RETRY_EXC_ERR;
+    case hw::CqeSyndrome::RnrRetryExcErr: return IBV_WC_RNR_RETRY_EXC_ERR;
+    case hw::CqeSyndrome::RemoteAbortedErr: return IBV_WC_REM_ABORT_ERR;
+  }
+  return IBV_WC_GENERAL_ERR;
+}
+
+ibv_wc_opcode req_wc_opcode(hw::WqeOpcode op) {
+  switch (op) {
+    case hw::WqeOpcode::RdmaWrite:
+    case hw::WqeOpcode::RdmaWriteImm: return IBV_WC_RDMA_WRITE;
+    case hw::WqeOpcode::RdmaRead: return IBV_WC_RDMA_READ;
+    case hw::WqeOpcode::AtomicCmpSwap: return IBV_WC_COMP_SWAP;
+    case hw::WqeOpcode::AtomicFetchAdd: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+  }
+}
+
+// QPN -> QP, for turning a CQE's WQE counter back into the program's wr_id.
+std::mutex qp_map_mu;
+std::unordered_map<uint64_t, SimQp*>& qp_map() {
+  static auto* m = new std::unordered_map<uint64_t, SimQp*>;
+  return *m;
+}
+uint64_t qp_key(KernelDevice* k, uint32_t qpn) { return (reinterpret_cast<uint64_t>(k) << 24) ^ qpn; }
+
+}  // namespace
+
+void register_qp(SimQp* qp) {
+  std::lock_guard<std::mutex> g(qp_map_mu);
+  qp_map()[qp_key(qp->ctx->kdev, qp->qpn)] = qp;
+}
+void unregister_qp(SimQp* qp) {
+  std::lock_guard<std::mutex> g(qp_map_mu);
+  qp_map().erase(qp_key(qp->ctx->kdev, qp->qpn));
+}
+static SimQp* find_qp(KernelDevice* k, uint32_t qpn) {
+  std::lock_guard<std::mutex> g(qp_map_mu);
+  auto it = qp_map().find(qp_key(k, qpn));
+  return it == qp_map().end() ? nullptr : it->second;
+}
+
+void CqEvents::completion_event() {
+  SimChannel* ch = cq->channel;
+  if (!ch) return;
+  std::lock_guard<std::mutex> g(ch->mu);
+  ch->pending.push_back(cq);
+  cq->events_delivered++;
+  uint64_t one = 1;
+  if (write(ch->ch.fd, &one, sizeof one) < 0) { /* eventfd cannot overflow here */ }
+}
+
+void CqEvents::async_event(hw::EqeType type) {
+  if (type != hw::EqeType::CqError) return;
+  ibv_async_event ev{};
+  ev.element.cq = &cq->cq;
+  ev.event_type = IBV_EVENT_CQ_ERR;
+  push_async_event(cq->ctx, ev);
+}
+
+ibv_cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                  int comp_vector) {
+  SimContext* c = sim(context);
+  const hw::HcaCaps& caps = c->kdev->caps();
+  if (cqe < 1 || uint32_t(cqe) > caps.max_cqe || comp_vector < 0 ||
+      comp_vector >= context->num_comp_vectors || (channel && channel->context != context)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* q = new SimCq{};
+  q->events.cq = q;
+  q->ctx = c;
+  q->channel = channel ? sim(channel) : nullptr;
+  uint32_t log = 0;
+  while ((1u << log) < uint32_t(cqe) + 1) ++log;
+  q->log_size = log;
+  KernelDevice& k = *c->kdev;
+  q->ring = std::make_unique<QueueBuffer>(k.link(), k.iova(), uint64_t(hw::kCqeSize) << log);
+  uint64_t dbrec_iova = 0;
+  q->dbrec = static_cast<hw::CqDbrec*>(k.dbrecs().alloc(dbrec_iova));
+  if (!q->ring->ok() || !q->dbrec) {
+    delete q;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  for (uint32_t i = 0; i < (1u << log); ++i)
+    q->ring->data()[i * hw::kCqeSize + 63] = uint8_t(uint8_t(hw::CqeOpcode::Invalid) << 4) | 1;
+  hw::Cqc cqc{};
+  cqc.eqn = k.comp_eqn();
+  cqc.log_size = uint8_t(log);
+  cqc.buf = q->ring->desc();
+  cqc.dbrec_addr = dbrec_iova;
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::CreateCq);
+  std::memcpy(mb.in, &cqc, sizeof cqc);
+  if (int e = k.command(mb)) {
+    k.dbrecs().free(q->dbrec);
+    delete q;
+    errno = e;
+    return nullptr;
+  }
+  q->cqn = mb.arg0;
+  q->cq.context = context;
+  q->cq.channel = channel;
+  q->cq.cq_context = cq_context;
+  q->cq.cqe = int((1u << log) - 1);
+  q->cq.handle = q->cqn;
+  pthread_mutex_init(&q->cq.mutex, nullptr);
+  pthread_cond_init(&q->cq.cond, nullptr);
+  if (q->channel) q->channel->users++;
+  k.add_cq(q->cqn, &q->events);
+  return &q->cq;
+}
+
+int resize_cq(ibv_cq*, int) {
+  errno = EOPNOTSUPP;
+  return EOPNOTSUPP;
+}
+
+int destroy_cq(ibv_cq* cq) {
+  SimCq* q = sim(cq);
+  if (q->users.load()) {
+    errno = EBUSY;
+    return EBUSY;
+  }
+  KernelDevice& k = *q->ctx->kdev;
+  k.remove_cq(q->cqn);
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::DestroyCq);
+  mb.arg0 = q->cqn;
+  k.command(mb);
+  if (q->channel) {
+    std::lock_guard<std::mutex> g(q->channel->mu);
+    for (auto it = q->channel->pending.begin(); it != q->channel->pending.end();)
+      it = *it == q ? q->channel->pending.erase(it) : it + 1;
+    q->channel->users--;
+  }
+  k.dbrecs().free(q->dbrec);
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete q;
+  return 0;
+}
+
+static int poll_once(SimCq* q, int n, ibv_wc* wc) {
+  std::lock_guard<std::mutex> g(q->mu);
+  const uint32_t mask = (1u << q->log_size) - 1;
+  int got = 0;
+  SimQp* last = nullptr;
+  while (got < n) {
+    const uint8_t* raw = q->ring->data() + uint64_t(q->ci & mask) * hw::kCqeSize;
+    const uint8_t op_own = __atomic_load_n(raw + 63, __ATOMIC_ACQUIRE);
+    const auto op = hw::CqeOpcode(op_own >> 4);
+    if (op == hw::CqeOpcode::Invalid || (op_own & 1) != ((q->ci >> q->log_size) & 1)) break;
+    hw::Cqe c;
+    std::memcpy(&c, raw, sizeof c);
+    ++q->ci;
+    ibv_wc& w = wc[got++];
+    std::memset(&w, 0, sizeof w);
+    const uint32_t qpn = hw::from_be32(c.qpn) & hw::kQpnMask;
+    const uint16_t idx = hw::from_be16(c.wqe_counter);
+    w.qp_num = qpn;
+    w.status = wc_status(hw::CqeSyndrome(c.syndrome));
+    w.vendor_err = c.syndrome;
+    w.byte_len = hw::from_be32(c.byte_cnt);
+    w.src_qp = hw::from_be32(c.src_qp);
+    if (!last || last->qpn != qpn) last = find_qp(q->ctx->kdev, qpn);
+    const bool is_send = op == hw::CqeOpcode::Req || op == hw::CqeOpcode::ReqErr;
+    if (last) {
+      if (is_send) {
+        const uint32_t m = (1u << last->sq_log) - 1;
+        w.wr_id = last->sq_wrid[idx & m];
+        // One CQE retires its WQE and every unsignaled WQE before it.
+        last->sq_tail.store(uint16_t(idx + last->sq_nbb[idx & m]), std::memory_order_release);
+      } else {
+        const uint32_t m = (1u << last->rq_log) - 1;
+        w.wr_id = last->rq_wrid[idx & m];
+        last->rq_tail.store(uint16_t(idx + 1), std::memory_order_release);
+      }
+    }
+    switch (op) {
+      case hw::CqeOpcode::Req:
+      case hw::CqeOpcode::ReqErr: w.opcode = req_wc_opcode(hw::WqeOpcode(c.req_opcode)); break;
+      case hw::CqeOpcode::RespWriteImm: w.opcode = IBV_WC_RECV_RDMA_WITH_IMM; break;
+      default: w.opcode = IBV_WC_RECV; break;
+    }
+    if (c.flags & hw::kCqeWithImm) {
+      w.wc_flags |= IBV_WC_WITH_IMM;
+      w.imm_data = c.imm;
+    }
+    w.pkey_index = 0;
+  }
+  if (got) __atomic_store_n(&q->dbrec->set_ci, hw::to_be32(q->ci & 0xffffff), __ATOMIC_RELEASE);
+  return got;
+}
+
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
+  SimCq* q = sim(cq);
+  if (n < 0) return -EINVAL;
+  int got = poll_once(q, n, wc);
+  if (got == 0 && n > 0 && q->ctx->sdev->link->wait_progress()) got = poll_once(q, n, wc);
+  return got;
+}
+
+int req_notify_cq(ibv_cq* cq, int solicited_only) {
+  SimCq* q = sim(cq);
+  uint32_t ci;
+  {
+    std::lock_guard<std::mutex> g(q->mu);
+    ci = q->ci;
+  }
+  const uint64_t v = hw::cq_arm_value(q->cqn, ci, q->arm_sn, solicited_only != 0);
+  __atomic_store_n(&q->dbrec->arm, hw::to_be32(uint32_t(v >> 32)), __ATOMIC_RELEASE);
+  q->ctx->sdev->link->mmio_write64(hw::kUarCqArm, v);
+  return 0;
+}
+
+}  // namespace hcasim::drv

@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: Apache-2.0
+// Devices, contexts, port/GID queries, PDs, MRs, completion channels and async events.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "objects.h"
+#include "verbs_core.h"
+
+namespace hcasim::drv {
+namespace {
+
+std::vector<SimDevice*>& devices() {
+  static auto* v = new std::vector<SimDevice*>;  // lives until exit, like a driver's device list
+  return *v;
+}
+
+void build_devices() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int i = 0;
+    for (HcaLink* l : links()) {
+      auto* d = new SimDevice{};
+      d->link = l;
+      d->index = i;
+      d->dev.node_type = IBV_NODE_CA;
+      d->dev.transport_type = IBV_TRANSPORT_IB;
+      snprintf(d->dev.name, sizeof d->dev.name, "%s", l->name().c_str());
+      snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs%d", i);
+      snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%d", i);
+      snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s", l->name().c_str());
+      devices().push_back(d);
+      ++i;
+    }
+  });
+}
+
+int set_errno(int e) {
+  errno = e;
+  return e;
+}
+
+}  // namespace
+
+bool wait_readable(HcaLink& link, int efd) {
+  pollfd p{efd, POLLIN, 0};
+  if (poll(&p, 1, 0) > 0) return true;
+  if (link.wait_progress()) return true;  // caller re-checks its queue
+  if (fcntl(efd, F_GETFL) & O_NONBLOCK) return false;
+  pollfd ps[2] = {{efd, POLLIN, 0}, {link.activity_fd(), POLLIN, 0}};
+  poll(ps, 2, 50);
+  return true;
+}
+
+ibv_device** get_device_list(int* num) {
+  build_devices();
+  auto& d = devices();
+  auto** list = static_cast<ibv_device**>(calloc(d.size() + 1, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  for (size_t i = 0; i < d.size(); ++i) list[i] = &d[i]->dev;
+  if (num) *num = int(d.size());
+  return list;
+}
+
+void free_device_list(ibv_device** list) { free(list); }
+
+uint64_t get_device_guid(ibv_device* device) {
+  auto* d = reinterpret_cast<SimDevice*>(device);
+  KernelDevice& k = kernel_device(*d->link);
+  return __builtin_bswap64(k.caps().node_guid);
+}
+
+static int bind_mw_unsupported(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
+static int post_srq_recv_unsupported(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  if (bad) *bad = wr;
+  return EOPNOTSUPP;
+}
+
+ibv_context* open_device(ibv_device* device) {
+  auto* d = reinterpret_cast<SimDevice*>(device);
+  KernelDevice& k = kernel_device(*d->link);
+  if (!k.ok()) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  auto* c = new SimContext{};
+  c->sdev = d;
+  c->kdev = &k;
+  c->async_efd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  ibv_context& ctx = c->vctx.context;
+  ctx.device = device;
+  ctx.cmd_fd = eventfd(0, EFD_CLOEXEC);  // a real fd, so programs that fstat/close it are fine
+  ctx.async_fd = c->async_efd;
+  ctx.num_comp_vectors = 1;
+  pthread_mutex_init(&ctx.mutex, nullptr);
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  c->vctx.sz = sizeof(verbs_context);
+  c->vctx.query_port = query_port_ex;
+  ctx.ops.poll_cq = poll_cq;
+  ctx.ops.req_notify_cq = req_notify_cq;
+  ctx.ops.post_send = post_send;
+  ctx.ops.post_recv = post_recv;
+  ctx.ops.post_srq_recv = post_srq_recv_unsupported;
+  ctx.ops.bind_mw = bind_mw_unsupported;
+  return &ctx;
+}
+
+int close_device(ibv_context* context) {
+  SimContext* c = sim(context);
+  close(context->cmd_fd);
+  close(c->async_efd);
+  pthread_mutex_destroy(&context->mutex);
+  delete c;
+  return 0;
+}
+
+int query_device(ibv_context* context, ibv_device_attr* a) {
+  const hw::HcaCaps& cp = sim(context)->kdev->caps();
+  std::memset(a, 0, sizeof *a);
+  snprintf(a->fw_ver, sizeof a->fw_ver, "0.1.0");
+  a->node_guid = __builtin_bswap64(cp.node_guid);
+  a->sys_image_guid = __builtin_bswap64(cp.sys_image_guid);
+  a->max_mr_size = cp.max_mr_size;
+  a->page_size_cap = 0x1000 | 0x200000;
+  a->vendor_id = cp.vendor_id;
+  a->vendor_part_id = cp.vendor_part_id;
+  a->hw_ver = cp.hw_ver;
+  a->max_qp = int(cp.max_qp);
+  a->max_qp_wr = int(cp.max_qp_wr);
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a->max_sge = int(cp.max_sge);
+  a->max_sge_rd = int(cp.max_sge);
+  a->max_cq = int(cp.max_cq);
+  a->max_cqe = int(cp.max_cqe);
+  a->max_mr = int(cp.max_mr);
+  a->max_pd = int(cp.max_pd);
+  a->max_qp_rd_atom = int(cp.max_qp_rd_atom);
+  a->max_qp_init_rd_atom = int(cp.max_qp_init_rd_atom);
+  a->max_res_rd_atom = int(cp.max_qp_rd_atom * cp.max_qp);
+  a->atomic_cap = IBV_ATOMIC_NONE;
+  a->max_srq = int(cp.max_srq);
+  a->max_srq_wr = int(cp.max_srq_wr);
+  a->max_srq_sge = int(cp.max_srq_sge);
+  a->max_pkeys = 1;
+  a->local_ca_ack_delay = 15;
+  a->phys_port_cnt = uint8_t(cp.phys_port_cnt);
+  return 0;
+}
+
+int query_port_ex(ibv_context* context, uint8_t port, ibv_port_attr* a, size_t len) {
+  ibv_port_attr full;
+  int r = query_port(context, port, &full);
+  if (r) return r;
+  std::memcpy(a, &full, len < sizeof full ? len : sizeof full);
+  return 0;
+}
+
+int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
+  const hw::HcaCaps& cp = sim(context)->kdev->caps();
+  if (port != 1) return set_errno(EINVAL);
+  std::memset(a, 0, sizeof *a);
+  a->state = IBV_PORT_ACTIVE;
+  a->max_mtu = IBV_MTU_4096;
+  a->active_mtu = ibv_mtu(cp.active_mtu_log - 7);
+  a->gid_tbl_len = 2;
+  a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  a->max_msg_sz = 1u << 31;
+  a->pkey_tbl_len = 1;
+  a->lid = 0;
+  a->sm_lid = 0;
+  a->lmc = 0;
+  a->max_vl_num = 1;
+  a->active_width = 2;   // 4x
+  a->active_speed = cp.link_gbps >= 100 ? 128 : 32;  // 100G: HDR-like 4x25; 25G: EDR lane
+  a->phys_state = 5;     // LinkUp
+  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  return 0;
+}
+
+int gid_table_len(ibv_context*, uint8_t port) { return port == 1 ? 2 : 0; }
+
+int query_gid(ibv_context* context, uint8_t port, int index, ibv_gid* gid) {
+  if (port != 1 || index < 0 || index > 1) return set_errno(EINVAL);
+  const hw::HcaCaps& cp = sim(context)->kdev->caps();
+  uint8_t* g = gid->raw;
+  std::memset(g, 0, 16);
+  if (index == 0) {  // fe80::/64 + modified EUI-64 of the MAC (same derivation as the model)
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    g[8] = cp.port_mac[0] ^ 0x02;
+    g[9] = cp.port_mac[1];
+    g[10] = cp.port_mac[2];
+    g[11] = 0xff;
+    g[12] = 0xfe;
+    g[13] = cp.port_mac[3];
+    g[14] = cp.port_mac[4];
+    g[15] = cp.port_mac[5];
+  } else {  // ::ffff:a.b.c.d
+    g[10] = g[11] = 0xff;
+    const uint32_t ip = cp.port_ipv4;
+    g[12] = uint8_t(ip >> 24);
+    g[13] = uint8_t(ip >> 16);
+    g[14] = uint8_t(ip >> 8);
+    g[15] = uint8_t(ip);
+  }
+  return 0;
+}
+
+int query_gid_entry(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* e) {
+  if (port != 1 || index > 1) return EINVAL;
+  std::memset(e, 0, sizeof *e);
+  if (query_gid(context, uint8_t(port), int(index), &e->gid)) return EINVAL;
+  e->gid_index = index;
+  e->port_num = port;
+  e->gid_type = IBV_GID_TYPE_ROCE_V2;
+  e->ndev_ifindex = 0;
+  return 0;
+}
+
+int query_pkey(ibv_context*, uint8_t port, int index, __be16* pkey) {
+  if (port != 1 || index != 0) return set_errno(EINVAL);
+  *pkey = __builtin_bswap16(0xffff);
+  return 0;
+}
+
+ibv_pd* alloc_pd(ibv_context* context) {
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::AllocPd);
+  if (int e = sim(context)->kdev->command(mb)) {
+    errno = e;
+    return nullptr;
+  }
+  auto* p = new SimPd{};
+  p->pd.context = context;
+  p->pd.handle = mb.arg0;
+  p->pdn = mb.arg0;
+  return &p->pd;
+}
+
+int dealloc_pd(ibv_pd* pd) {
+  SimPd* p = sim(pd);
+  if (p->users.load()) return set_errno(EBUSY);
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::DeallocPd);
+  mb.arg0 = p->pdn;
+  if (int e = sim(pd->context)->kdev->command(mb)) return set_errno(e);
+  delete p;
+  return 0;
+}
+
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
+  // ibv_reg_mr(3): remote write or atomic access requires local write.
+  if ((access & ~known) ||
+      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+      (!addr && length)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  SimPd* p = sim(pd);
+  KernelDevice& k = *sim(pd->context)->kdev;
+  auto region = std::make_unique<PinnedRegion>(k.link(), k.iova(), addr, length);
+  if (!region->ok()) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  hw::MkeyCtx m{};
+  m.pdn = p->pdn;
+  m.start = iova;
+  m.length = length;
+  m.access = access & 0xf;
+  m.pages = region->desc();
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::CreateMkey);
+  std::memcpy(mb.in, &m, sizeof m);
+  if (int e = k.command(mb)) {
+    errno = e;
+    return nullptr;
+  }
+  auto* r = new SimMr{};
+  r->region = std::move(region);
+  r->mr.context = pd->context;
+  r->mr.pd = pd;
+  r->mr.addr = addr;
+  r->mr.length = length;
+  r->mr.handle = mb.arg0;
+  r->mr.lkey = mb.arg0;
+  r->mr.rkey = mb.arg0;
+  p->users++;
+  return &r->mr;
+}
+
+int dereg_mr(ibv_mr* mr) {
+  SimMr* r = sim(mr);
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::DestroyMkey);
+  mb.arg0 = mr->lkey;
+  if (int e = sim(mr->context)->kdev->command(mb)) return set_errno(e);
+  sim(mr->pd)->users--;
+  delete r;
+  return 0;
+}
+
+ibv_comp_channel* create_comp_channel(ibv_context* context) {
+  auto* c = new SimChannel{};
+  c->ch.context = context;
+  c->ch.fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  c->ch.refcnt = 0;
+  if (c->ch.fd < 0) {
+    delete c;
+    return nullptr;
+  }
+  return &c->ch;
+}
+
+int destroy_comp_channel(ibv_comp_channel* channel) {
+  SimChannel* c = sim(channel);
+  if (c->users.load()) return set_errno(EBUSY);
+  close(channel->fd);
+  delete c;
+  return 0;
+}
+
+int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  SimChannel* c = sim(channel);
+  HcaLink& link = *sim(channel->context)->sdev->link;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> g(c->mu);
+      if (!c->pending.empty()) {
+        SimCq* s = c->pending.front();
+        c->pending.pop_front();
+        uint64_t one;
+        if (read(channel->fd, &one, sizeof one) < 0) { /* count and queue move together */ }
+        *cq = &s->cq;
+        *cq_context = s->cq.cq_context;  // read now: programs set it after ibv_create_cq
+        s->arm_sn++;
+        return 0;
+      }
+    }
+    if (!wait_readable(link, channel->fd)) {
+      errno = EAGAIN;
+      return -1;
+    }
+  }
+}
+
+void ack_cq_events(ibv_cq* cq, unsigned int nevents) { sim(cq)->events_acked += nevents; }
+
+void push_async_event(SimContext* ctx, const ibv_async_event& ev) {
+  std::lock_guard<std::mutex> g(ctx->async_mu);
+  ctx->async_q.push_back(ev);
+  uint64_t one = 1;
+  if (write(ctx->async_efd, &one, sizeof one) < 0) { /* eventfd cannot overflow here */ }
+}
+
+int get_async_event(ibv_context* context, ibv_async_event* event) {
+  SimContext* c = sim(context);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> g(c->async_mu);
+      if (!c->async_q.empty()) {
+        *event = c->async_q.front();
+        c->async_q.pop_front();
+        uint64_t one;
+        if (read(c->async_efd, &one, sizeof one) < 0) { /* count and queue move together */ }
+        return 0;
+      }
+    }
+    if (!wait_readable(*c->sdev->link, c->async_efd)) {
+      errno = EAGAIN;
+      return -1;
+    }
+  }
+}
+
+void ack_async_event(ibv_async_event*) {}
+
+ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+int modify_srq(ibv_srq*, ibv_srq_attr*, int) { return set_errno(EOPNOTSUPP); }
+int query_srq(ibv_srq*, ibv_srq_attr*) { return set_errno(EOPNOTSUPP); }
+int destroy_srq(ibv_srq*) { return set_errno(EOPNOTSUPP); }
+ibv_ah* create_ah(ibv_pd*, ibv_ah_attr*) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+int destroy_ah(ibv_ah*) { return set_errno(EOPNOTSUPP); }
+
+}  // namespace hcasim::drv

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file objects.h
+ * @brief The provider's verbs objects. Each embeds the ibverbs struct first, so the pointer a
+ *        program holds converts back with a static cast.
+ */
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "../kernel/kernel_device.h"
+
+namespace hcasim::drv {
+
+struct SimDevice {
+  ibv_device dev;  // must stay first
+  HcaLink* link;
+  int index;
+};
+
+struct SimContext {
+  verbs_context vctx;  // ibv_context is its last member; must stay first
+  SimDevice* sdev;
+  KernelDevice* kdev;
+  std::mutex async_mu;
+  std::deque<ibv_async_event> async_q;
+  int async_efd;
+};
+
+struct SimPd {
+  ibv_pd pd;
+  uint32_t pdn;
+  std::atomic<int> users{0};  ///< MRs, QPs using it (dealloc -> EBUSY)
+};
+
+struct SimMr {
+  ibv_mr mr;
+  std::unique_ptr<PinnedRegion> region;
+};
+
+struct SimCq;
+
+struct SimChannel {
+  ibv_comp_channel ch;
+  std::mutex mu;
+  std::deque<SimCq*> pending;
+  std::atomic<int> users{0};
+};
+
+struct SimCq;
+/** @brief Routes interrupt-handler events to a CQ. */
+struct CqEvents : EventTarget {
+  SimCq* cq = nullptr;
+  void completion_event() override;
+  void async_event(hw::EqeType type) override;
+};
+
+struct SimCq {
+  ibv_cq cq;  // must stay first
+  SimContext* ctx = nullptr;
+  SimChannel* channel = nullptr;
+  uint32_t cqn = 0;
+  uint32_t log_size = 0;
+  std::unique_ptr<QueueBuffer> ring;
+  hw::CqDbrec* dbrec = nullptr;
+  std::mutex mu;
+  uint32_t ci = 0;
+  uint32_t arm_sn = 0;
+  std::atomic<unsigned> events_delivered{0}, events_acked{0};
+  std::atomic<int> users{0};
+  CqEvents events;
+};
+
+struct SimQp;
+/** @brief Routes interrupt-handler events to a QP. */
+struct QpEvents : EventTarget {
+  SimQp* qp = nullptr;
+  void async_event(hw::EqeType type) override;
+};
+
+struct SimQp {
+  ibv_qp qp;  // must stay first
+  SimContext* ctx = nullptr;
+  SimPd* spd = nullptr;
+  uint32_t qpn = 0;
+  bool sq_sig_all = false;
+  ibv_qp_cap cap{};
+  // send queue (counters in WQEBBs)
+  std::mutex sq_mu;
+  std::unique_ptr<QueueBuffer> sq;
+  uint32_t sq_log = 0;
+  uint16_t sq_head = 0;
+  std::atomic<uint16_t> sq_tail{0};
+  std::vector<uint64_t> sq_wrid;
+  std::vector<uint8_t> sq_nbb;
+  // receive queue (counters in WQEs)
+  std::mutex rq_mu;
+  std::unique_ptr<QueueBuffer> rq;
+  uint32_t rq_log = 0, rq_stride_log = 0;
+  uint16_t rq_head = 0;
+  std::atomic<uint16_t> rq_tail{0};
+  std::vector<uint64_t> rq_wrid;
+  hw::QpDbrec* dbrec = nullptr;
+  QpEvents events;
+};
+
+inline SimContext* sim(ibv_context* c) {
+  return reinterpret_cast<SimContext*>(verbs_get_ctx(c));
+}
+inline SimPd* sim(ibv_pd* p) { return reinterpret_cast<SimPd*>(p); }
+inline SimMr* sim(ibv_mr* m) { return reinterpret_cast<SimMr*>(m); }
+inline SimCq* sim(ibv_cq* c) { return reinterpret_cast<SimCq*>(c); }
+inline SimQp* sim(ibv_qp* q) { return reinterpret_cast<SimQp*>(q); }
+inline SimChannel* sim(ibv_comp_channel* c) { return reinterpret_cast<SimChannel*>(c); }
+
+/** @brief Queue an async event on a context and wake its async fd. */
+void push_async_event(SimContext* ctx, const ibv_async_event& ev);
+
+// Data-path ops installed in ibv_context::ops.
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+/** @brief verbs_context::query_port (full struct ibv_port_attr). */
+int query_port_ex(ibv_context* context, uint8_t port, ibv_port_attr* attr, size_t len);
+
+/** @brief Wait on an eventfd while letting the device make progress; false on EAGAIN (non-blocking fd). */
+bool wait_readable(HcaLink& link, int efd);
+
+}  // namespace hcasim::drv

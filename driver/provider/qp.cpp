@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: Apache-2.0
+// Queue pairs: ring sizing, the QP state machine as ibv_modify_qp(3) defines it, WR -> WQE bytes.
+#include <cerrno>
+#include <cstring>
+
+#include "../libibverbs/core_extra.h"
+#include "objects.h"
+#include "verbs_core.h"
+
+namespace hcasim::drv {
+
+void register_qp(SimQp* qp);
+void unregister_qp(SimQp* qp);
+
+namespace {
+
+uint32_t log2_ceil(uint32_t v) {
+  uint32_t l = 0;
+  while ((1u << l) < v) ++l;
+  return l;
+}
+
+int fail(int e) {
+  errno = e;
+  return e;
+}
+
+/** WQEBBs a send WQE needs for these limits (ctrl + raddr + atomic + data or inline). */
+uint32_t send_wqe_bbs(uint32_t max_sge, uint32_t max_inline) {
+  const uint32_t data = std::max(max_sge * 16u, (4u + max_inline + 15u) & ~15u);
+  return (16u + 16u + 16u + data + 63u) / 64u;
+}
+
+// Transition table (IBTA 10.3.1 / the kernel's qp_state_table) for RC QPs: required and
+// optional attribute masks for every legal current -> next state.
+struct Transition {
+  bool valid;
+  int req;
+  int opt;
+};
+
+Transition rc_transition(ibv_qp_state cur, ibv_qp_state next) {
+  constexpr int kPath = IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+  if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return {true, 0, 0};
+  switch (cur) {
+    case IBV_QPS_RESET:
+      if (next == IBV_QPS_INIT) return {true, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0};
+      break;
+    case IBV_QPS_INIT:
+      if (next == IBV_QPS_INIT) return {true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS};
+      if (next == IBV_QPS_RTR)
+        return {true,
+                IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                    IBV_QP_MIN_RNR_TIMER,
+                IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
+      break;
+    case IBV_QPS_RTR:
+      if (next == IBV_QPS_RTS)
+        return {true,
+                IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+                IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | kPath};
+      break;
+    case IBV_QPS_RTS:
+      if (next == IBV_QPS_RTS)
+        return {true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | kPath};
+      if (next == IBV_QPS_SQD) return {true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
+      break;
+    case IBV_QPS_SQD:
+      if (next == IBV_QPS_RTS)
+        return {true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | kPath};
+      if (next == IBV_QPS_SQD)
+        return {true, 0,
+                IBV_QP_PKEY_INDEX | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                    IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_ACCESS_FLAGS |
+                    IBV_QP_MIN_RNR_TIMER | kPath};
+      break;
+    case IBV_QPS_SQE:
+      if (next == IBV_QPS_RTS) return {true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER};
+      break;
+    default:
+      break;
+  }
+  return {false, 0, 0};
+}
+
+}  // namespace
+
+void QpEvents::async_event(hw::EqeType type) {
+  ibv_async_event ev{};
+  ev.element.qp = &qp->qp;
+  switch (type) {
+    case hw::EqeType::CommEstablished: ev.event_type = IBV_EVENT_COMM_EST; break;
+    case hw::EqeType::SqDrained: ev.event_type = IBV_EVENT_SQ_DRAINED; break;
+    case hw::EqeType::WqCatastrophic: ev.event_type = IBV_EVENT_QP_FATAL; break;
+    case hw::EqeType::WqInvalidRequest: ev.event_type = IBV_EVENT_QP_REQ_ERR; break;
+    case hw::EqeType::WqAccessError: ev.event_type = IBV_EVENT_QP_ACCESS_ERR; break;
+    case hw::EqeType::SrqLastWqe: ev.event_type = IBV_EVENT_QP_LAST_WQE_REACHED; break;
+    default: return;
+  }
+  push_async_event(qp->ctx, ev);
+}
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+  SimContext* c = sim(pd->context);
+  KernelDevice& k = *c->kdev;
+  const hw::HcaCaps& caps = k.caps();
+  if (!a || !a->send_cq || !a->recv_cq || a->send_cq->context != pd->context ||
+      a->recv_cq->context != pd->context) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (a->qp_type != IBV_QPT_RC || a->srq) {  // UD/UC and SRQ are not modelled yet
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ibv_qp_cap cap = a->cap;
+  if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr ||
+      cap.max_send_sge > caps.max_sge || cap.max_recv_sge > caps.max_sge ||
+      cap.max_inline_data > caps.max_inline_data) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* q = new SimQp{};
+  q->events.qp = q;
+  q->ctx = c;
+  q->spd = sim(pd);
+  q->sq_sig_all = a->sq_sig_all != 0;
+  if (cap.max_send_sge == 0) cap.max_send_sge = 1;
+  if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
+  const uint32_t bbs = send_wqe_bbs(cap.max_send_sge, cap.max_inline_data);
+  q->sq_log = log2_ceil(std::max(1u, cap.max_send_wr) * bbs);
+  q->rq_log = log2_ceil(std::max(1u, cap.max_recv_wr));
+  q->rq_stride_log = log2_ceil(cap.max_recv_sge * uint32_t(sizeof(hw::DataSeg)));
+  if (q->rq_stride_log < 4) q->rq_stride_log = 4;
+  cap.max_send_wr = (1u << q->sq_log) / bbs;
+  cap.max_recv_wr = 1u << q->rq_log;
+  cap.max_recv_sge = (1u << q->rq_stride_log) / sizeof(hw::DataSeg);
+  cap.max_inline_data = std::min<uint32_t>(caps.max_inline_data, bbs * 64 - 48 - 4);
+  q->cap = cap;
+  q->sq = std::make_unique<QueueBuffer>(k.link(), k.iova(), uint64_t(hw::kWqeBasicBlock) << q->sq_log);
+  q->rq = std::make_unique<QueueBuffer>(k.link(), k.iova(), uint64_t(1) << (q->rq_log + q->rq_stride_log));
+  uint64_t dbrec_iova = 0;
+  q->dbrec = static_cast<hw::QpDbrec*>(k.dbrecs().alloc(dbrec_iova));
+  if (!q->sq->ok() || !q->rq->ok() || !q->dbrec) {
+    delete q;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  q->sq_wrid.assign(1u << q->sq_log, 0);
+  q->sq_nbb.assign(1u << q->sq_log, 1);
+  q->rq_wrid.assign(1u << q->rq_log, 0);
+  hw::Qpc qpc{};
+  qpc.pdn = q->spd->pdn;
+  qpc.send_cqn = sim(a->send_cq)->cqn;
+  qpc.recv_cqn = sim(a->recv_cq)->cqn;
+  qpc.sq_log_size = uint8_t(q->sq_log);
+  qpc.rq_log_size = uint8_t(q->rq_log);
+  qpc.rq_log_stride = uint8_t(q->rq_stride_log);
+  qpc.max_inline = uint16_t(cap.max_inline_data);
+  qpc.srqn = 0xffffffff;
+  qpc.sq_buf = q->sq->desc();
+  qpc.rq_buf = q->rq->desc();
+  qpc.dbrec_addr = dbrec_iova;
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::CreateQp);
+  std::memcpy(mb.in, &qpc, sizeof qpc);
+  if (int e = k.command(mb)) {
+    k.dbrecs().free(q->dbrec);
+    delete q;
+    errno = e;
+    return nullptr;
+  }
+  q->qpn = mb.arg0;
+  ibv_qp& qp = q->qp;
+  qp.context = pd->context;
+  qp.qp_context = a->qp_context;
+  qp.pd = pd;
+  qp.send_cq = a->send_cq;
+  qp.recv_cq = a->recv_cq;
+  qp.srq = nullptr;
+  qp.handle = q->qpn;
+  qp.qp_num = q->qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = IBV_QPT_RC;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  a->cap = cap;
+  q->spd->users++;
+  sim(a->send_cq)->users++;
+  sim(a->recv_cq)->users++;
+  register_qp(q);
+  k.add_qp(q->qpn, &q->events);
+  return &qp;
+}
+
+int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
+  SimQp* q = sim(ibqp);
+  KernelDevice& k = *q->ctx->kdev;
+  const hw::HcaCaps& caps = k.caps();
+  // The device may have moved the QP to ERR on its own; start from its view.
+  hw::CmdMailbox qm{};
+  qm.opcode = uint16_t(hw::CmdOpcode::QueryQp);
+  qm.arg0 = q->qpn;
+  if (k.command(qm) == 0) {
+    hw::Qpc cur;
+    std::memcpy(&cur, qm.out, sizeof cur);
+    ibqp->state = ibv_qp_state(cur.state);
+  }
+  const ibv_qp_state cur = ibqp->state;
+  if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return fail(EINVAL);
+  const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
+  const Transition t = rc_transition(cur, next);
+  const int given = mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE);
+  if (!t.valid || (given & t.req) != t.req || (given & ~(t.req | t.opt)) != 0) return fail(EINVAL);
+  // Values (ibv_modify_qp(3), IBTA field widths).
+  if ((mask & IBV_QP_PORT) && attr->port_num != 1) return fail(EINVAL);
+  if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0) return fail(EINVAL);
+  if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
+    return fail(EINVAL);
+  if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31) return fail(EINVAL);
+  if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7) return fail(EINVAL);
+  if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7) return fail(EINVAL);
+  if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31) return fail(EINVAL);
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return fail(EINVAL);
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return fail(EINVAL);
+  if ((mask & IBV_QP_ACCESS_FLAGS) &&
+      (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                 IBV_ACCESS_REMOTE_ATOMIC)))
+    return fail(EINVAL);
+  if (mask & IBV_QP_AV) {
+    // RoCE: addresses are GIDs; a GRH is mandatory and the source GID must exist.
+    if (!attr->ah_attr.is_global || attr->ah_attr.grh.sgid_index > 1 || attr->ah_attr.port_num > 1)
+      return fail(EINVAL);
+  }
+  hw::Qpc in{};
+  in.state = uint8_t(next);
+  in.pkey_index = attr->pkey_index;
+  in.port = attr->port_num;
+  in.access_flags = attr->qp_access_flags;
+  if (mask & IBV_QP_AV) {
+    std::memcpy(in.path.dgid, attr->ah_attr.grh.dgid.raw, 16);
+    in.path.sgid_index = attr->ah_attr.grh.sgid_index;
+    in.path.hop_limit = attr->ah_attr.grh.hop_limit;
+    in.path.traffic_class = attr->ah_attr.grh.traffic_class;
+    in.path.flow_label = attr->ah_attr.grh.flow_label;
+  }
+  in.path_mtu_log = uint8_t(7 + attr->path_mtu);
+  in.dest_qpn = attr->dest_qp_num;
+  in.rq_psn = attr->rq_psn;
+  in.sq_psn = attr->sq_psn;
+  in.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+  in.max_rd_atomic = attr->max_rd_atomic;
+  in.min_rnr_timer = attr->min_rnr_timer;
+  in.timeout = attr->timeout;
+  in.retry_cnt = attr->retry_cnt;
+  in.rnr_retry = attr->rnr_retry;
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::ModifyQp);
+  mb.arg0 = q->qpn;
+  mb.arg1 = uint32_t(mask | IBV_QP_STATE);
+  std::memcpy(mb.in, &in, sizeof in);
+  if (int e = k.command(mb)) return fail(e);
+  if (next == IBV_QPS_RESET) {  // rings restart from zero, as the hardware's did
+    std::lock_guard<std::mutex> gs(q->sq_mu);
+    std::lock_guard<std::mutex> gr(q->rq_mu);
+    q->sq_head = 0;
+    q->sq_tail = 0;
+    q->rq_head = 0;
+    q->rq_tail = 0;
+    std::memset(q->dbrec, 0, sizeof *q->dbrec);
+  }
+  ibqp->state = next;
+  return 0;
+}
+
+int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* init) {
+  SimQp* q = sim(ibqp);
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::QueryQp);
+  mb.arg0 = q->qpn;
+  if (int e = q->ctx->kdev->command(mb)) return fail(e);
+  hw::Qpc c;
+  std::memcpy(&c, mb.out, sizeof c);
+  std::memset(attr, 0, sizeof *attr);
+  attr->qp_state = ibv_qp_state(c.state);
+  attr->cur_qp_state = attr->qp_state;
+  ibqp->state = attr->qp_state;
+  attr->path_mtu = c.path_mtu_log >= 8 ? ibv_mtu(c.path_mtu_log - 7) : ibv_mtu(0);
+  attr->path_mig_state = IBV_MIG_MIGRATED;
+  attr->qp_access_flags = int(c.access_flags);
+  attr->pkey_index = c.pkey_index;
+  attr->port_num = c.port;
+  attr->dest_qp_num = c.dest_qpn;
+  attr->rq_psn = c.rq_psn;
+  attr->sq_psn = c.sq_psn;
+  attr->timeout = c.timeout;
+  attr->retry_cnt = c.retry_cnt;
+  attr->rnr_retry = c.rnr_retry;
+  attr->min_rnr_timer = c.min_rnr_timer;
+  attr->max_rd_atomic = c.max_rd_atomic;
+  attr->max_dest_rd_atomic = c.max_dest_rd_atomic;
+  attr->ah_attr.is_global = 1;
+  attr->ah_attr.port_num = c.port;
+  std::memcpy(attr->ah_attr.grh.dgid.raw, c.path.dgid, 16);
+  attr->ah_attr.grh.sgid_index = c.path.sgid_index;
+  attr->ah_attr.grh.hop_limit = c.path.hop_limit;
+  attr->ah_attr.grh.traffic_class = c.path.traffic_class;
+  attr->ah_attr.grh.flow_label = c.path.flow_label;
+  attr->cap = q->cap;
+  if (init) {
+    std::memset(init, 0, sizeof *init);
+    init->qp_context = ibqp->qp_context;
+    init->send_cq = ibqp->send_cq;
+    init->recv_cq = ibqp->recv_cq;
+    init->cap = q->cap;
+    init->qp_type = ibqp->qp_type;
+    init->sq_sig_all = q->sq_sig_all;
+  }
+  return 0;
+}
+
+int destroy_qp(ibv_qp* ibqp) {
+  SimQp* q = sim(ibqp);
+  KernelDevice& k = *q->ctx->kdev;
+  k.remove_qp(q->qpn);
+  unregister_qp(q);
+  hw::CmdMailbox mb{};
+  mb.opcode = uint16_t(hw::CmdOpcode::DestroyQp);
+  mb.arg0 = q->qpn;
+  if (int e = k.command(mb)) return fail(e);
+  q->spd->users--;
+  sim(ibqp->send_cq)->users--;
+  sim(ibqp->recv_cq)->users--;
+  k.dbrecs().free(q->dbrec);
+  pthread_mutex_destroy(&ibqp->mutex);
+  pthread_cond_destroy(&ibqp->cond);
+  delete q;
+  return 0;
+}
+
+ibv_qp_ex* qp_to_qp_ex(ibv_qp*) {
+  errno = EOPNOTSUPP;  // QPs are created through ibv_create_qp only: no extended send API
+  return nullptr;
+}
+
+// ------------------------------------------------------------------ data path
+
+static const char* wr_opcode_name(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_SEND: return "SEND";
+    case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
+    case IBV_WR_RDMA_WRITE: return "RDMA_WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA_WRITE_WITH_IMM";
+    case IBV_WR_RDMA_READ: return "RDMA_READ";
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
+    default: return "?";
+  }
+}
+
+static bool wqe_opcode(ibv_wr_opcode op, hw::WqeOpcode& out) {
+  switch (op) {
+    case IBV_WR_SEND: out = hw::WqeOpcode::Send; return true;
+    case IBV_WR_SEND_WITH_IMM: out = hw::WqeOpcode::SendImm; return true;
+    case IBV_WR_RDMA_WRITE: out = hw::WqeOpcode::RdmaWrite; return true;
+    case IBV_WR_RDMA_WRITE_WITH_IMM: out = hw::WqeOpcode::RdmaWriteImm; return true;
+    case IBV_WR_RDMA_READ: out = hw::WqeOpcode::RdmaRead; return true;
+    default: return false;  // atomics, bind, invalidate, TSO: not yet
+  }
+}
+
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  SimQp* q = sim(ibqp);
+  HcaLink& link = *q->ctx->sdev->link;
+  std::lock_guard<std::mutex> g(q->sq_mu);
+  const uint32_t ring = 1u << q->sq_log;
+  uint8_t* base = q->sq->data();
+  int err = 0;
+  const uint16_t start = q->sq_head;
+  // ibv_post_send(3): the QP must be able to send (RTS, or later states that flush).
+  const ibv_qp_state st = ibqp->state;
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) err = EINVAL;
+  for (; wr && !err; wr = wr->next) {
+    hw::WqeOpcode op;
+    if (!wqe_opcode(wr->opcode, op)) {
+      err = EINVAL;
+      break;
+    }
+    const bool inl = (wr->send_flags & IBV_SEND_INLINE) && op != hw::WqeOpcode::RdmaRead;
+    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_send_sge) {
+      err = EINVAL;
+      break;
+    }
+    uint32_t inline_len = 0;
+    if (inl) {
+      for (int i = 0; i < wr->num_sge; ++i) inline_len += wr->sg_list[i].length;
+      if (inline_len > q->cap.max_inline_data) {
+        err = EINVAL;
+        break;
+      }
+    }
+    // Build the WQE in a staging area, then copy its WQEBBs into the ring (which may wrap).
+    uint8_t wqe[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock] = {};
+    uint32_t seg = 1;
+    if (op != hw::WqeOpcode::Send && op != hw::WqeOpcode::SendImm) {
+      hw::RaddrSeg r{hw::to_be64(wr->wr.rdma.remote_addr), hw::to_be32(wr->wr.rdma.rkey), 0};
+      std::memcpy(wqe + 16 * seg++, &r, sizeof r);
+    }
+    if (inl) {
+      const uint32_t hdr = hw::to_be32(inline_len | hw::kInlineFlag);
+      uint8_t* p = wqe + 16 * seg;
+      std::memcpy(p, &hdr, 4);
+      uint32_t off = 4;
+      for (int i = 0; i < wr->num_sge; ++i) {
+        std::memcpy(p + off, reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
+        off += wr->sg_list[i].length;
+      }
+      seg += (off + 15) / 16;
+    } else {
+      for (int i = 0; i < wr->num_sge; ++i) {
+        hw::DataSeg d{hw::to_be32(wr->sg_list[i].length), hw::to_be32(wr->sg_list[i].lkey),
+                      hw::to_be64(wr->sg_list[i].addr)};
+        std::memcpy(wqe + 16 * seg++, &d, sizeof d);
+      }
+    }
+    const uint32_t nbb = (seg * 16 + 63) / 64;
+    const uint16_t used = uint16_t(q->sq_head - q->sq_tail.load(std::memory_order_acquire));
+    if (used + nbb > ring) {
+      err = ENOMEM;  // send queue full
+      break;
+    }
+    hw::CtrlSeg ctrl{};
+    ctrl.opmod_idx_opcode = hw::to_be32(hw::ctrl_opmod_idx_opcode(q->sq_head, op));
+    ctrl.qpn_ds = hw::to_be32(hw::ctrl_qpn_ds(q->qpn, seg));
+    ctrl.fm_ce_se = uint8_t(((wr->send_flags & IBV_SEND_SIGNALED) || q->sq_sig_all ? hw::kCtrlCqUpdate : 0) |
+                            (wr->send_flags & IBV_SEND_SOLICITED ? hw::kCtrlSolicited : 0) |
+                            (wr->send_flags & IBV_SEND_FENCE ? hw::kCtrlFence : 0));
+    if (op == hw::WqeOpcode::SendImm || op == hw::WqeOpcode::RdmaWriteImm) ctrl.imm = wr->imm_data;
+    std::memcpy(wqe, &ctrl, sizeof ctrl);
+    for (uint32_t bb = 0; bb < nbb; ++bb)
+      std::memcpy(base + uint64_t((q->sq_head + bb) & (ring - 1)) * hw::kWqeBasicBlock,
+                  wqe + bb * hw::kWqeBasicBlock, hw::kWqeBasicBlock);
+    q->sq_wrid[q->sq_head & (ring - 1)] = wr->wr_id;
+    q->sq_nbb[q->sq_head & (ring - 1)] = uint8_t(nbb);
+    if (link.trace_on()) {
+      char buf[160];
+      snprintf(buf, sizeof buf, "post_send: %s len=%u -> SQ WQE %u (%u WQEBB)%s%s", wr_opcode_name(wr->opcode),
+               inl ? inline_len : (wr->num_sge ? wr->sg_list[0].length : 0), q->sq_head, nbb,
+               (ctrl.fm_ce_se & hw::kCtrlCqUpdate) ? " signaled" : "",
+               (ctrl.fm_ce_se & hw::kCtrlSolicited) ? " solicited" : "");
+      link.trace(q->qpn, true, wr->wr_id, buf);
+    }
+    q->sq_head = uint16_t(q->sq_head + nbb);
+  }
+  if (err && bad) *bad = wr;
+  if (q->sq_head != start) {
+    // Doorbell record first (the device may re-read it), then the MMIO doorbell.
+    __atomic_store_n(&q->dbrec->sq_counter, hw::to_be32(q->sq_head), __ATOMIC_RELEASE);
+    link.mmio_write64(hw::kUarSqDoorbell, hw::sq_doorbell_value(q->qpn, q->sq_head));
+  }
+  return err;
+}
+
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  SimQp* q = sim(ibqp);
+  HcaLink& link = *q->ctx->sdev->link;
+  std::lock_guard<std::mutex> g(q->rq_mu);
+  const uint32_t ring = 1u << q->rq_log;
+  const uint32_t stride = 1u << q->rq_stride_log;
+  const uint32_t max_sge = stride / sizeof(hw::DataSeg);
+  int err = ibqp->state == IBV_QPS_RESET ? EINVAL : 0;  // ibv_post_recv(3): not in RESET
+  const uint16_t start = q->rq_head;
+  for (; wr && !err; wr = wr->next) {
+    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_recv_sge) {
+      err = EINVAL;
+      break;
+    }
+    if (uint16_t(q->rq_head - q->rq_tail.load(std::memory_order_acquire)) >= ring) {
+      err = ENOMEM;
+      break;
+    }
+    auto* slot = reinterpret_cast<hw::DataSeg*>(q->rq->data() + uint64_t(q->rq_head & (ring - 1)) * stride);
+    for (int i = 0; i < wr->num_sge; ++i)
+      slot[i] = hw::DataSeg{hw::to_be32(wr->sg_list[i].length), hw::to_be32(wr->sg_list[i].lkey),
+                            hw::to_be64(wr->sg_list[i].addr)};
+    if (uint32_t(wr->num_sge) < max_sge) slot[wr->num_sge] = hw::DataSeg{0, hw::to_be32(hw::kInvalidLkey), 0};
+    q->rq_wrid[q->rq_head & (ring - 1)] = wr->wr_id;
+    if (link.trace_on()) {
+      char buf[128];
+      snprintf(buf, sizeof buf, "post_recv: %d SGE(s) -> RQ WQE %u", wr->num_sge, q->rq_head);
+      link.trace(q->qpn, true, wr->wr_id, buf);
+    }
+    ++q->rq_head;
+  }
+  if (err && bad) *bad = wr;
+  if (q->rq_head != start) __atomic_store_n(&q->dbrec->rq_counter, hw::to_be32(q->rq_head), __ATOMIC_RELEASE);
+  return err;
+}
+
+}  // namespace hcasim::drv

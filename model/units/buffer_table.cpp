@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "buffer_table.h"
+
+#include <cinttypes>
+
+namespace hcasim::model {
+
+BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offset,
+                                      BufferCursor& cursor, uint32_t qpn, const char* what) {
+  BtResult r;
+  const uint32_t shift = desc.log_page_size;
+  const uint64_t psize = 1ull << shift;
+  const uint64_t abs = offset + desc.first_page_offset;
+  const uint64_t page = abs >> shift;
+  const uint64_t in_page = abs & (psize - 1);
+  if (page >= desc.npages) {
+    HCASIM_TRACE(tracer_, BufferTable, Error, qpn,
+                 "%s: offset 0x%" PRIx64 " beyond %u pages", what, offset, desc.npages);
+    return r;
+  }
+  if (cursor.page == page) {
+    ++hits_;
+    r.ok = true;
+    r.dma = cursor.page_dma + in_page;
+    r.contiguous = psize - in_page;
+    return r;
+  }
+  ++walks_;
+  uint64_t entry = 0;
+  if (desc.levels == 1) {
+    uint64_t at = desc.bt_root + page * 8;
+    if (!dma_.read(at, &entry, 8, qpn, "bt.L1")) return r;
+    r.reads = 1;
+    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn,
+                 "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> page dma 0x%" PRIx64, what,
+                 page, page, at, hw::bte_addr(entry));
+  } else if (desc.levels == 2) {
+    const uint64_t per_leaf = psize / 8;
+    uint64_t root_at = desc.bt_root + (page / per_leaf) * 8;
+    uint64_t root = 0;
+    if (!dma_.read(root_at, &root, 8, qpn, "bt.L1")) return r;
+    if (!hw::bte_valid(root)) {
+      HCASIM_TRACE(tracer_, BufferTable, Error, qpn, "%s: invalid root entry", what);
+      return r;
+    }
+    uint64_t leaf_at = hw::bte_addr(root) + (page % per_leaf) * 8;
+    if (!dma_.read(leaf_at, &entry, 8, qpn, "bt.L2")) return r;
+    r.reads = 2;
+    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn,
+                 "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64
+                 " L2[%" PRIu64 "] -> page dma 0x%" PRIx64,
+                 what, page, page / per_leaf, root_at, hw::bte_addr(root), page % per_leaf,
+                 hw::bte_addr(entry));
+  } else {
+    return r;
+  }
+  if (!hw::bte_valid(entry)) {
+    HCASIM_TRACE(tracer_, BufferTable, Error, qpn, "%s: invalid entry for page %" PRIu64, what, page);
+    return r;
+  }
+  cursor.page = page;
+  cursor.page_dma = hw::bte_addr(entry);
+  r.ok = true;
+  r.dma = cursor.page_dma + in_page;
+  r.contiguous = psize - in_page;
+  return r;
+}
+
+}  // namespace hcasim::model

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "command_unit.h"
+
+#include <infiniband/verbs.h>  // attribute-mask bit values only (hw::QpAttrMask equals them)
+
+#include <cstring>
+
+namespace hcasim::model {
+
+CommandUnit::CommandUnit(HcaCore& core, hw::HcaCaps caps,
+                         std::function<void(QpContext&, hw::QpState)> on_state)
+    : c_(core), caps_(caps), on_state_(std::move(on_state)) {}
+
+template <typename T>
+static T in_as(const hw::CmdMailbox& mb) {
+  T v;
+  std::memcpy(&v, mb.in, sizeof v);
+  return v;
+}
+template <typename T>
+static void out_as(hw::CmdMailbox& mb, const T& v) {
+  std::memcpy(mb.out, &v, sizeof v);
+}
+
+static const char* state_name(hw::QpState s) {
+  static const char* const n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  return unsigned(s) < 7 ? n[unsigned(s)] : "?";
+}
+
+hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in) {
+  hw::Qpc& q = qp.qpc;
+  const auto from = hw::QpState(q.state);
+  if (mask & IBV_QP_STATE) q.state = in.state;
+  if (mask & IBV_QP_PKEY_INDEX) q.pkey_index = in.pkey_index;
+  if (mask & IBV_QP_PORT) q.port = in.port;
+  if (mask & IBV_QP_ACCESS_FLAGS) q.access_flags = in.access_flags;
+  if (mask & IBV_QP_AV) q.path = in.path;
+  if (mask & IBV_QP_PATH_MTU) q.path_mtu_log = in.path_mtu_log;
+  if (mask & IBV_QP_DEST_QPN) q.dest_qpn = in.dest_qpn & hw::kQpnMask;
+  if (mask & IBV_QP_RQ_PSN) q.rq_psn = in.rq_psn & hw::kPsnMask;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) q.max_dest_rd_atomic = in.max_dest_rd_atomic;
+  if (mask & IBV_QP_MIN_RNR_TIMER) q.min_rnr_timer = in.min_rnr_timer;
+  if (mask & IBV_QP_TIMEOUT) q.timeout = in.timeout;
+  if (mask & IBV_QP_RETRY_CNT) q.retry_cnt = in.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) q.rnr_retry = in.rnr_retry;
+  if (mask & IBV_QP_SQ_PSN) q.sq_psn = in.sq_psn & hw::kPsnMask;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = in.max_rd_atomic;
+  const auto to = hw::QpState(q.state);
+  if (mask & IBV_QP_RQ_PSN) qp.epsn = q.rq_psn;
+  if (mask & IBV_QP_SQ_PSN) qp.next_psn = q.sq_psn;
+  if (mask & IBV_QP_RNR_RETRY) qp.rnr_left = q.rnr_retry;
+  if (to == hw::QpState::Reset && from != hw::QpState::Reset) {
+    // Back to RESET: the hardware forgets all running state; rings restart at 0.
+    hw::Qpc keep = q;
+    keep.state = uint8_t(hw::QpState::Reset);
+    qp = QpContext{};
+    qp.qpc = keep;
+  }
+  if (to != from) {
+    HCASIM_TRACE(c_.tracer, Command, QpState, q.qpn, "QP 0x%x %s -> %s", q.qpn, state_name(from),
+                 state_name(to));
+    if (on_state_) on_state_(qp, from);
+  }
+  return hw::CmdStatus::Ok;
+}
+
+void CommandUnit::execute(hw::CmdMailbox& mb) {
+  mb.status = uint8_t(hw::CmdStatus::Ok);
+  mb.syndrome = 0;
+  auto fail = [&](hw::CmdStatus s) { mb.status = uint8_t(s); };
+  switch (hw::CmdOpcode(mb.opcode)) {
+    case hw::CmdOpcode::QueryHcaCap:
+      out_as(mb, caps_);
+      return;
+    case hw::CmdOpcode::AllocPd:
+      mb.arg0 = next_pdn_++;
+      pds_.insert(mb.arg0);
+      return;
+    case hw::CmdOpcode::DeallocPd:
+      if (!pds_.erase(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      return;
+    case hw::CmdOpcode::CreateMkey: {
+      auto m = in_as<hw::MkeyCtx>(mb);
+      if (!pds_.count(m.pdn)) return fail(hw::CmdStatus::BadResource);
+      // Key = index << 8 | variant byte, as mlx5 mkeys are, so stale keys stay invalid.
+      m.key = (next_mkey_++ << 8) | mkey_tag_;
+      mkey_tag_ = uint8_t(mkey_tag_ * 5 + 1);
+      if (!c_.mrs.add(m)) return fail(hw::CmdStatus::BadResource);
+      mb.arg0 = m.key;
+      return;
+    }
+    case hw::CmdOpcode::DestroyMkey:
+      if (!c_.mrs.remove(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      return;
+    case hw::CmdOpcode::CreateEq: {
+      auto e = in_as<hw::Eqc>(mb);
+      e.eqn = next_eqn_++;
+      if (!c_.eq.create(e)) return fail(hw::CmdStatus::BadResource);
+      mb.arg0 = e.eqn;
+      return;
+    }
+    case hw::CmdOpcode::DestroyEq:
+      if (!c_.eq.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      return;
+    case hw::CmdOpcode::CreateCq: {
+      auto cq = in_as<hw::Cqc>(mb);
+      if (!c_.eq.exists(cq.eqn)) return fail(hw::CmdStatus::BadResource);
+      cq.cqn = next_cqn_++;
+      if (!c_.cq.create(cq)) return fail(hw::CmdStatus::BadResource);
+      mb.arg0 = cq.cqn;
+      return;
+    }
+    case hw::CmdOpcode::DestroyCq:
+      if (!c_.cq.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      return;
+    case hw::CmdOpcode::CreateQp: {
+      auto q = in_as<hw::Qpc>(mb);
+      if (!pds_.count(q.pdn) || !c_.cq.exists(q.send_cqn) || !c_.cq.exists(q.recv_cqn))
+        return fail(hw::CmdStatus::BadResource);
+      q.qpn = next_qpn_++;
+      q.state = uint8_t(hw::QpState::Reset);
+      QpContext* qp = c_.qpc.create(q.qpn);
+      if (!qp) return fail(hw::CmdStatus::BadResource);
+      qp->qpc = q;
+      mb.arg0 = q.qpn;
+      return;
+    }
+    case hw::CmdOpcode::ModifyQp: {
+      QpContext* qp = c_.qpc.find(mb.arg0);
+      if (!qp) return fail(hw::CmdStatus::BadResource);
+      fail(modify_qp(*qp, mb.arg1, in_as<hw::Qpc>(mb)));
+      return;
+    }
+    case hw::CmdOpcode::QueryQp: {
+      QpContext* qp = c_.qpc.find(mb.arg0);
+      if (!qp) return fail(hw::CmdStatus::BadResource);
+      hw::Qpc q = qp->qpc;
+      q.sq_psn = qp->next_psn;
+      q.rq_psn = qp->epsn;
+      out_as(mb, q);
+      return;
+    }
+    case hw::CmdOpcode::DestroyQp:
+      if (!c_.qpc.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      return;
+    default:
+      fail(hw::CmdStatus::BadOpcode);
+  }
+}
+
+}  // namespace hcasim::model

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file command_unit.h
+ * @brief The HCA's command interface (firmware): the driver's control path programs PD, MKey,
+ *        EQ, CQ and QP contexts through mailboxes; resource numbers are allocated here.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <unordered_set>
+
+#include <hcasim/hca_hw.h>
+
+#include "hca_core.h"
+
+namespace hcasim::model {
+
+class CommandUnit {
+ public:
+  /** @param on_state called after a QP changes state (RTR/RTS setup, ERR flush). */
+  CommandUnit(HcaCore& core, hw::HcaCaps caps,
+              std::function<void(QpContext&, hw::QpState from)> on_state);
+
+  /** @brief Execute one command; status and out are filled in the mailbox. */
+  void execute(hw::CmdMailbox& mb);
+  const hw::HcaCaps& caps() const { return caps_; }
+
+ private:
+  hw::CmdStatus modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in);
+
+  HcaCore& c_;
+  hw::HcaCaps caps_;
+  std::function<void(QpContext&, hw::QpState)> on_state_;
+  uint32_t next_pdn_ = 1, next_qpn_ = 0x11, next_cqn_ = 1, next_eqn_ = 1, next_mkey_ = 1;
+  uint8_t mkey_tag_ = 0x2a;
+  std::unordered_set<uint32_t> pds_;
+};
+
+}  // namespace hcasim::model

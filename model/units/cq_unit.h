@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file cq_unit.h
+ * @brief The completion unit: CQE bytes into the CQ ring (owner bit flipping on each wrap),
+ *        CQ arming and the completion-event decision.
+ *
+ * Arming (verbs ibv_req_notify_cq) is one-shot. An armed CQ fires one event for the next CQE
+ * written after the arm ("next"), or with solicited_only for the next receive CQE of a
+ * solicited message or any error CQE. A pending "next" is never downgraded by a later
+ * solicited-only arm; a "next" arm upgrades a pending solicited-only one. CQEs already in the
+ * ring when the CQ is armed do not fire.
+ */
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+
+#include <hcasim/hca_hw.h>
+
+#include "eq_unit.h"
+
+namespace hcasim::model {
+
+/** @brief What the requester/responder report for one completion. */
+struct CqeInfo {
+  hw::CqeOpcode opcode = hw::CqeOpcode::Req;
+  hw::CqeSyndrome syndrome = hw::CqeSyndrome::Ok;
+  uint32_t qpn = 0;
+  uint32_t src_qp = 0;
+  uint16_t wqe_counter = 0;
+  uint32_t byte_cnt = 0;
+  uint32_t imm = 0;  ///< network order
+  uint8_t flags = 0; ///< hw::CqeFlags
+  hw::WqeOpcode req_opcode = hw::WqeOpcode::Nop;
+};
+
+class CqUnit {
+ public:
+  CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingProfile& prof, Tracer& tracer);
+
+  bool create(const hw::Cqc& cqc);
+  bool destroy(uint32_t cqn);
+  bool exists(uint32_t cqn) const { return cqs_.count(cqn) != 0; }
+  /** @brief The CQ arm doorbell. */
+  void arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only);
+  /** @brief Queue a CQE; it lands in host memory after the PCIe write latency. */
+  void post(uint32_t cqn, const CqeInfo& info);
+
+  uint64_t cqes() const { return cqes_; }
+  uint64_t events() const { return events_; }
+  uint64_t overflows() const { return overflows_; }
+
+ private:
+  struct Cq {
+    hw::Cqc cqc;
+    uint32_t pi = 0;
+    uint32_t ci_seen = 0;
+    bool armed = false;
+    bool solicited_only = false;
+    bool overflowed = false;
+    BufferCursor cursor;
+  };
+  struct Pending {
+    uint32_t cqn;
+    CqeInfo info;
+  };
+  void land(Pending& p);
+
+  DmaEngine& dma_;
+  BufferTableWalker& bt_;
+  EqUnit& eq_;
+  const TimingProfile& prof_;
+  Tracer& tracer_;
+  std::unordered_map<uint32_t, Cq> cqs_;
+  TimedQueue<Pending> landing_;
+  uint64_t cqes_ = 0, events_ = 0, overflows_ = 0;
+};
+
+}  // namespace hcasim::model

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "dma_engine.h"
+
+#include <cinttypes>
+#include <cstring>
+
+namespace hcasim::model {
+
+bool HostMemory::read(const uint8_t* hva, void* dst, uint64_t len) {
+  std::memcpy(dst, hva, len);
+  return true;
+}
+bool HostMemory::write(uint8_t* hva, const void* src, uint64_t len) {
+  std::memcpy(hva, src, len);
+  return true;
+}
+
+std::atomic<uint64_t>& host_visible_epoch() {
+  static std::atomic<uint64_t> epoch{0};
+  return epoch;
+}
+
+bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
+  HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
+  auto* out = static_cast<uint8_t*>(dst);
+  uint64_t done = 0;
+  while (done < len) {
+    uint64_t contig = 0;
+    uint8_t* hva = iommu_.translate(iova + done, contig);
+    if (!hva) {
+      ++faults_;
+      HCASIM_TRACE(tracer_, Dma, Error, qpn, "IOMMU fault reading iova=0x%" PRIx64, iova + done);
+      return false;
+    }
+    uint64_t n = contig < len - done ? contig : len - done;
+    if (mem_) {
+      if (!mem_->read(hva, out + done, n)) return false;
+    } else {
+      std::memcpy(out + done, hva, n);
+    }
+    done += n;
+  }
+  bytes_read_ += len;
+  return true;
+}
+
+bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
+                      bool release_last) {
+  HCASIM_TRACE(tracer_, Dma, DmaWrite, qpn, "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
+  auto* in = static_cast<const uint8_t*>(src);
+  uint64_t body = release_last && len > 0 ? len - 1 : len;
+  uint64_t done = 0;
+  while (done < len) {
+    uint64_t contig = 0;
+    uint8_t* hva = iommu_.translate(iova + done, contig);
+    if (!hva) {
+      ++faults_;
+      HCASIM_TRACE(tracer_, Dma, Error, qpn, "IOMMU fault writing iova=0x%" PRIx64, iova + done);
+      return false;
+    }
+    uint64_t limit = done < body ? body : len;
+    uint64_t n = contig < limit - done ? contig : limit - done;
+    if (done >= body) {
+      // The owner byte: publish after everything before it.
+      __atomic_store_n(hva, in[done], __ATOMIC_RELEASE);
+      n = 1;
+    } else if (mem_) {
+      if (!mem_->write(hva, in + done, n)) return false;
+    } else {
+      std::memcpy(hva, in + done, n);
+    }
+    done += n;
+  }
+  bytes_written_ += len;
+  host_visible_epoch().fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace hcasim::model

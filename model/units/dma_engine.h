@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file dma_engine.h
+ * @brief The HCA's PCIe DMA engine: reads and writes host memory by IOVA through the IOMMU.
+ *
+ * Data moves functionally when the access is issued (memcpy-class, once per burst); the
+ * caller accounts the time with read_latency_ps()/write_latency_ps() and schedules the
+ * consequence. Host memory is reached through a HostMemory port so a device process can
+ * serve client processes (process_vm_readv/writev) as well as its own address space.
+ */
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "iommu.h"
+#include "timing_profile.h"
+#include "trace.h"
+
+namespace hcasim::model {
+
+/** @brief How the device reaches the memory behind an IOVA mapping. Default: this process. */
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  virtual bool read(const uint8_t* hva, void* dst, uint64_t len);
+  virtual bool write(uint8_t* hva, const void* src, uint64_t len);
+};
+
+/**
+ * @brief Counter of device writes to host memory and interrupts: what software can observe.
+ * The engine advances the simulation until this changes when a program waits.
+ */
+std::atomic<uint64_t>& host_visible_epoch();
+
+class DmaEngine {
+ public:
+  DmaEngine(Iommu& iommu, const TimingProfile& prof, Tracer& tracer)
+      : iommu_(iommu), prof_(prof), tracer_(tracer) {}
+  void set_host_memory(HostMemory* mem) { mem_ = mem; }
+
+  /** @brief Read @p len bytes at @p iova; false on an IOMMU fault. */
+  bool read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what);
+  /**
+   * @brief Write @p len bytes at @p iova. With @p release_last, the final byte is stored last
+   * with release semantics (the CQE/EQE owner byte), so a poller that sees it sees the rest.
+   */
+  bool write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
+             bool release_last = false);
+
+  uint64_t read_latency_ps(uint64_t len) const { return prof_.pcie_read_ps + prof_.pcie_xfer_ps(len); }
+  uint64_t write_latency_ps(uint64_t len) const { return prof_.pcie_write_ps + prof_.pcie_xfer_ps(len); }
+
+  uint64_t bytes_read() const { return bytes_read_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+  uint64_t faults() const { return faults_; }
+
+ private:
+  Iommu& iommu_;
+  const TimingProfile& prof_;
+  Tracer& tracer_;
+  HostMemory* mem_ = nullptr;  // nullptr: this process, plain memcpy
+  uint64_t bytes_read_ = 0, bytes_written_ = 0, faults_ = 0;
+};
+
+}  // namespace hcasim::model

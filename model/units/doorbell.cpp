@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "doorbell.h"
+
+#include <cinttypes>
+
+namespace hcasim::model {
+
+DoorbellUnit::DoorbellUnit(HcaCore& core, Requester& req)
+    : c_(core), req_(req), bus_("doorbell", [this](Write& w) { land(w); }) {}
+
+void DoorbellUnit::mmio_write(uint32_t offset, uint64_t value) {
+  bus_.push(now_ps() + c_.prof.mmio_write_ps, Write{offset, value});
+}
+
+void DoorbellUnit::land(Write& w) {
+  ++count_;
+  switch (w.offset) {
+    case hw::kUarSqDoorbell: {
+      const uint32_t qpn = uint32_t(w.value >> 32) & hw::kQpnMask;
+      const uint16_t pi = uint16_t(w.value);
+      HCASIM_TRACE(c_.tracer, Doorbell, Doorbell, qpn, "UAR+0x%03x SQ doorbell: qpn=0x%x producer=%u",
+                   w.offset, qpn, pi);
+      req_.doorbell(qpn, pi);
+      return;
+    }
+    case hw::kUarCqArm: {
+      const uint32_t cqn = uint32_t(w.value) & 0xffffff;
+      const uint32_t hi = uint32_t(w.value >> 32);
+      HCASIM_TRACE(c_.tracer, Doorbell, Doorbell, 0xffffffff, "UAR+0x%03x CQ arm doorbell: cqn=%u",
+                   w.offset, cqn);
+      c_.cq.arm(cqn, hi & 0xffffff, hi >> 28, (hi >> 24) & 1);
+      return;
+    }
+    case hw::kUarEqArm: {
+      const uint32_t eqn = uint32_t(w.value) & 0xffffff;
+      c_.eq.arm(eqn, uint32_t(w.value >> 32) & 0xffffff);
+      return;
+    }
+    default:
+      HCASIM_TRACE(c_.tracer, Doorbell, Error, 0xffffffff, "write to unknown UAR offset 0x%x ignored",
+                   w.offset);
+  }
+}
+
+}  // namespace hcasim::model

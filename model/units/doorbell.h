@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file doorbell.h
+ * @brief The UAR doorbell unit: 64-bit MMIO writes to the UAR page, each stamped with the
+ *        simulated time of the store and seen by the HCA after the MMIO write latency.
+ */
+#pragma once
+
+#include <cstdint>
+
+#include "cq_unit.h"
+#include "requester.h"
+
+namespace hcasim::model {
+
+class DoorbellUnit {
+ public:
+  DoorbellUnit(HcaCore& core, Requester& req);
+
+  /** @brief A store of @p value at @p offset in the UAR page, now. */
+  void mmio_write(uint32_t offset, uint64_t value);
+
+  uint64_t doorbells() const { return count_; }
+
+ private:
+  struct Write {
+    uint32_t offset;
+    uint64_t value;
+  };
+  void land(Write& w);
+
+  HcaCore& c_;
+  Requester& req_;
+  TimedQueue<Write> bus_;
+  uint64_t count_ = 0;
+};
+
+}  // namespace hcasim::model

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "eq_unit.h"
+
+#include <cinttypes>
+
+namespace hcasim::model {
+
+EqUnit::EqUnit(DmaEngine& dma, BufferTableWalker& bt, const TimingProfile& prof, Tracer& tracer)
+    : dma_(dma), bt_(bt), prof_(prof), tracer_(tracer), irq_line_("irq", [this](uint32_t& vec) {
+        ++irqs_;
+        host_visible_epoch().fetch_add(1, std::memory_order_relaxed);
+        HCASIM_TRACE(tracer_, Eq, Interrupt, 0xffffffff, "MSI-X vector %u -> driver", vec);
+        if (irq_) irq_(vec);
+      }) {}
+
+bool EqUnit::create(const hw::Eqc& eqc) { return eqs_.emplace(eqc.eqn, Eq{eqc}).second; }
+bool EqUnit::destroy(uint32_t eqn) { return eqs_.erase(eqn) != 0; }
+
+void EqUnit::post(uint32_t eqn, hw::EqeType type, uint32_t resource) {
+  auto it = eqs_.find(eqn);
+  if (it == eqs_.end()) return;
+  Eq& eq = it->second;
+  const uint32_t size = 1u << eq.eqc.log_size;
+  hw::Eqe e{};
+  e.type = uint8_t(type);
+  e.resource = hw::to_be32(resource);
+  e.timestamp = hw::to_be64(now_ps() / 1000);
+  e.owner = uint8_t((eq.pi >> eq.eqc.log_size) & 1);
+  BtResult t = bt_.translate(eq.eqc.buf, uint64_t(eq.pi & (size - 1)) * hw::kEqeSize, eq.cursor,
+                             0xffffffff, "eq");
+  if (!t.ok) return;
+  HCASIM_TRACE(tracer_, Eq, EqeWrite, 0xffffffff, "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u",
+               eqn, eq.pi & (size - 1), unsigned(type), resource, e.owner);
+  dma_.write(t.dma, &e, sizeof e, 0xffffffff, "eqe", true);
+  ++eq.pi;
+  ++eqes_;
+  raise(eq);
+}
+
+void EqUnit::raise(Eq& eq) {
+  if (!eq.armed || eq.pi == eq.ci) return;
+  eq.armed = false;
+  irq_line_.push(now_ps() + prof_.irq_ps, eq.eqc.irq_vector);
+}
+
+void EqUnit::arm(uint32_t eqn, uint32_t ci) {
+  auto it = eqs_.find(eqn);
+  if (it == eqs_.end()) return;
+  it->second.ci = ci;
+  it->second.armed = true;
+  raise(it->second);
+}
+
+}  // namespace hcasim::model

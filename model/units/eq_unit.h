@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file eq_unit.h
+ * @brief Event queues and the interrupt line: EQEs written into an EQ ring in host memory,
+ *        then an MSI-X interrupt to the driver if the EQ is armed.
+ *
+ * An EQ raises one interrupt and stays quiet until the driver re-arms it with the EQ arm
+ * doorbell (after consuming EQEs), as real EQs do; arming with unconsumed EQEs fires again.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+
+#include <hcasim/hca_hw.h>
+
+#include "buffer_table.h"
+#include "timed_queue.h"
+
+namespace hcasim::model {
+
+class EqUnit {
+ public:
+  using IrqHandler = std::function<void(uint32_t vector)>;
+
+  EqUnit(DmaEngine& dma, BufferTableWalker& bt, const TimingProfile& prof, Tracer& tracer);
+
+  bool create(const hw::Eqc& eqc);
+  bool destroy(uint32_t eqn);
+  bool exists(uint32_t eqn) const { return eqs_.count(eqn) != 0; }
+  void set_irq_handler(IrqHandler h) { irq_ = std::move(h); }
+
+  /** @brief Write an EQE now and raise the EQ's interrupt if armed. */
+  void post(uint32_t eqn, hw::EqeType type, uint32_t resource);
+  /** @brief EQ arm doorbell: record the consumer index and re-enable the interrupt. */
+  void arm(uint32_t eqn, uint32_t ci);
+
+  uint64_t eqes() const { return eqes_; }
+  uint64_t interrupts() const { return irqs_; }
+
+ private:
+  struct Eq {
+    hw::Eqc eqc;
+    uint32_t pi = 0;
+    uint32_t ci = 0;
+    bool armed = true;
+    BufferCursor cursor;
+  };
+  void raise(Eq& eq);
+
+  DmaEngine& dma_;
+  BufferTableWalker& bt_;
+  const TimingProfile& prof_;
+  Tracer& tracer_;
+  std::unordered_map<uint32_t, Eq> eqs_;
+  IrqHandler irq_;
+  TimedQueue<uint32_t> irq_line_;  // vector numbers, delivered after the MSI-X latency
+  uint64_t eqes_ = 0, irqs_ = 0;
+};
+
+}  // namespace hcasim::model

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "eth_port.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace hcasim::model {
+
+void describe_frame(const Packet& pkt, char* buf, size_t cap) {
+  wire::ParsedFrame f;
+  wire::ParseError e = wire::parse_frame(pkt.data, pkt.len, f, false);
+  if (e != wire::ParseError::Ok) {
+    snprintf(buf, cap, "malformed frame (%s) len=%u", wire::parse_error_name(e), pkt.len);
+    return;
+  }
+  int n = snprintf(buf, cap, "%-16s psn=%-8u dqp=0x%06x payload=%-5zu%s%s",
+                   wire::opcode_name(f.h.opcode), f.h.psn, f.h.dest_qp, f.payload_len,
+                   f.h.se ? " SE" : "", f.h.ackreq ? " AckReq" : "");
+  if (n < 0 || size_t(n) >= cap) return;
+  if (wire::has_aeth(f.h.opcode)) {
+    const char* kind = "ACK";
+    switch (wire::aeth_kind(f.h.aeth.syndrome)) {
+      case wire::AethKind::RnrNak: kind = "RNR-NAK"; break;
+      case wire::AethKind::Nak: kind = wire::nak_code_name(wire::aeth_nak_code(f.h.aeth.syndrome)); break;
+      default: break;
+    }
+    n += snprintf(buf + n, cap - n, " AETH[%s msn=%u]", kind, f.h.aeth.msn);
+  }
+  if (n > 0 && size_t(n) < cap && wire::has_reth(f.h.opcode))
+    snprintf(buf + n, cap - n, " RETH[va=0x%" PRIx64 " rkey=0x%x len=%u]", f.h.reth.va, f.h.reth.rkey,
+             f.h.reth.dma_len);
+}
+
+EthPort::EthPort(const TimingProfile& prof, Tracer& tracer, const uint8_t mac[6])
+    : prof_(prof), tracer_(tracer),
+      txq_("port.tx", [this](PacketPtr& p) { start_tx(p); }),
+      loopback_("port.loop", [this](PacketPtr& p) { receive(std::move(p)); }) {
+  std::memcpy(mac_, mac, 6);
+}
+
+void EthPort::describe(const char* dir, const Packet& pkt) {
+  char buf[256];
+  describe_frame(pkt, buf, sizeof buf);
+  HCASIM_TRACE(tracer_, Port, PktTx, 0xffffffff, "%s %s (%u B on wire)", dir, buf, pkt.len);
+}
+
+void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) { txq_.push(ready_ps, std::move(pkt)); }
+
+void EthPort::start_tx(PacketPtr& pkt) {
+  const uint64_t now = now_ps();
+  if (busy_until_ > now) {  // the transmitter is still sending an earlier frame
+    txq_.push(busy_until_, std::move(pkt));
+    return;
+  }
+  const uint64_t end = now + prof_.wire_ps(pkt->len);
+  busy_until_ = end;
+  ++tx_pkts_;
+  tx_bytes_ += pkt->len;
+  if (tracer_.on()) describe("TX", *pkt);
+  if (tap_) tap_(now, *pkt);
+  if (std::memcmp(pkt->data, mac_, 6) == 0) {  // to ourselves: internal loopback, no wire
+    loopback_.push(end, std::move(pkt));
+  } else if (wire_) {
+    wire_->carry(std::move(pkt), end);
+  } else {
+    ++drops_;
+  }
+}
+
+void EthPort::receive(PacketPtr pkt) {
+  ++rx_pkts_;
+  rx_bytes_ += pkt->len;
+  if (tracer_.on()) {
+    char buf[256];
+    describe_frame(*pkt, buf, sizeof buf);
+    HCASIM_TRACE(tracer_, Port, PktRx, 0xffffffff, "RX %s", buf);
+  }
+  if (rx_) rx_(std::move(pkt));
+}
+
+}  // namespace hcasim::model

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "hca.h"
+
+#include <cstring>
+
+namespace hcasim::model {
+
+hw::HcaCaps Hca::default_caps(const TimingProfile& prof, const HcaIdentity& id) {
+  hw::HcaCaps c{};
+  c.node_guid = id.node_guid;
+  c.sys_image_guid = id.node_guid;
+  c.vendor_id = 0x1af4;  // neutral (not a NIC vendor), so tools take their generic paths
+  c.vendor_part_id = 0x5ca1;
+  c.hw_ver = 1;
+  c.max_qp = 1 << 16;
+  c.max_qp_wr = 1 << 14;
+  c.max_sge = kMaxSge;
+  c.max_cq = 1 << 16;
+  c.max_cqe = (1 << 22) - 1;
+  c.max_mr = 1 << 20;
+  c.max_mr_size = ~0ull;
+  c.max_pd = 1 << 16;
+  c.max_qp_rd_atom = 16;
+  c.max_qp_init_rd_atom = 16;
+  c.max_inline_data = kMaxInline;
+  c.max_srq = 0;
+  c.max_srq_wr = 0;
+  c.max_srq_sge = 0;
+  c.phys_port_cnt = 1;
+  c.qpc_cache_entries = prof.qpc_cache_entries;
+  std::memcpy(c.port_mac, id.mac, 6);
+  uint32_t mtu = prof.default_mtu, log = 0;
+  while ((1u << log) < mtu) ++log;
+  c.active_mtu_log = uint8_t(log);
+  c.port_ipv4 = id.ipv4;
+  c.link_gbps = uint32_t(prof.link_bps / 1e9);
+  return c;
+}
+
+Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
+    : core_(prof, tracer_, id), req_(core_), resp_(core_), doorbell_(core_, req_),
+      cmd_(core_, default_caps(prof, id), [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }) {
+  tracer_.attach(sink, id.index);
+  core_.to_error = [this](QpContext& qp, const char* why) { to_error(qp, why); };
+  core_.port.set_rx_handler([this](PacketPtr p) { on_rx(std::move(p)); });
+}
+
+void Hca::to_error(QpContext& qp, const char* why) {
+  if (hw::QpState(qp.qpc.state) == hw::QpState::Err) return;
+  HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, "QP 0x%x -> ERR (%s)", qp.qpc.qpn, why);
+  qp.qpc.state = uint8_t(hw::QpState::Err);
+  req_.flush(qp);
+  resp_.flush(qp);
+}
+
+void Hca::on_state(QpContext& qp, hw::QpState from) {
+  if (hw::QpState(qp.qpc.state) == hw::QpState::Err && from != hw::QpState::Err) {
+    req_.flush(qp);
+    resp_.flush(qp);
+  }
+}
+
+void Hca::drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n) {
+  drop_pred_ = std::move(pred);
+  drop_left_ = n;
+}
+
+void Hca::on_rx(PacketPtr pkt) {
+  wire::ParsedFrame f;
+  const wire::ParseError e = wire::parse_frame(pkt->data, pkt->len, f, true);
+  if (e != wire::ParseError::Ok) {
+    ++rx_dropped_;
+    HCASIM_TRACE(tracer_, Port, Error, 0xffffffff, "frame dropped: %s", wire::parse_error_name(e));
+    return;
+  }
+  if (drop_left_ && drop_pred_ && drop_pred_(f)) {
+    --drop_left_;
+    ++rx_dropped_;
+    HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp, "frame dropped by test hook (psn=%u)", f.h.psn);
+    return;
+  }
+  QpcCache::Lookup l = core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");
+  if (!l.qp) {
+    ++rx_dropped_;
+    return;
+  }
+  if (wire::is_request(f.h.opcode))
+    resp_.on_request(*l.qp, f);
+  else
+    req_.on_response(*l.qp, f);
+}
+
+HcaStats Hca::stats() const {
+  HcaStats s{};
+  s.doorbells = doorbell_.doorbells();
+  s.qpc_hits = core_.qpc.hits();
+  s.qpc_misses = core_.qpc.misses();
+  s.bt_walks = core_.bt.walks();
+  s.bt_cache_hits = core_.bt.cache_hits();
+  s.wqes = req_.wqes();
+  s.dma_read_bytes = core_.dma.bytes_read();
+  s.dma_write_bytes = core_.dma.bytes_written();
+  s.tx_packets = core_.port.tx_packets();
+  s.rx_packets = core_.port.rx_packets();
+  s.tx_bytes = core_.port.tx_bytes();
+  s.rx_bytes = core_.port.rx_bytes();
+  s.acks = resp_.acks();
+  s.naks = resp_.naks();
+  s.rnr_naks = resp_.rnr_naks();
+  s.duplicates = resp_.duplicates();
+  s.retransmits = req_.retransmits();
+  s.cqes = core_.cq.cqes();
+  s.cq_events = core_.cq.events();
+  s.cq_overflows = core_.cq.overflows();
+  s.eqes = core_.eq.eqes();
+  s.interrupts = core_.eq.interrupts();
+  s.rx_dropped = rx_dropped_;
+  s.iotlb_hits = const_cast<Iommu&>(core_.iommu).iotlb_hits();
+  s.iotlb_misses = const_cast<Iommu&>(core_.iommu).iotlb_misses();
+  return s;
+}
+
+}  // namespace hcasim::model

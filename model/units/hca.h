@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file hca.h
+ * @brief One simulated HCA: the units of model/units composed, with the three interfaces a
+ *        PCIe function offers its driver — command mailbox, UAR doorbells, interrupts — plus
+ *        the platform IOMMU in front of its DMA, and one Ethernet port.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "command_unit.h"
+#include "doorbell.h"
+#include "responder.h"
+
+namespace hcasim::model {
+
+/** @brief Counters of one HCA (printed by --stats, asserted by tests). */
+struct HcaStats {
+  uint64_t doorbells, qpc_hits, qpc_misses, bt_walks, bt_cache_hits, wqes, dma_read_bytes,
+      dma_write_bytes, tx_packets, rx_packets, tx_bytes, rx_bytes, acks, naks, rnr_naks, duplicates,
+      retransmits, cqes, cq_events, cq_overflows, eqes, interrupts, rx_dropped, iotlb_hits, iotlb_misses;
+};
+
+class Hca {
+ public:
+  Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink = nullptr);
+  Hca(const Hca&) = delete;
+  Hca& operator=(const Hca&) = delete;
+
+  // ---- the PCIe function, as the driver sees it
+  void execute(hw::CmdMailbox& mb) { cmd_.execute(mb); }
+  void mmio_write(uint32_t offset, uint64_t value) { doorbell_.mmio_write(offset, value); }
+  void set_irq_handler(EqUnit::IrqHandler h) { core_.eq.set_irq_handler(std::move(h)); }
+  // ---- the platform IOMMU in front of it
+  bool iommu_map(uint64_t iova, void* hva, uint64_t len) {
+    return core_.iommu.map(iova, static_cast<uint8_t*>(hva), len);
+  }
+  bool iommu_unmap(uint64_t iova) { return core_.iommu.unmap(iova); }
+  void set_host_memory(HostMemory* mem) { core_.dma.set_host_memory(mem); }
+
+  // ---- the world side
+  EthPort& port() { return core_.port; }
+  const HcaIdentity& identity() const { return core_.id; }
+  const hw::HcaCaps& caps() const { return cmd_.caps(); }
+  void set_resolver(std::function<bool(const uint8_t gid[16], uint8_t mac[6])> r) {
+    core_.resolve = std::move(r);
+  }
+  Tracer& tracer() { return tracer_; }
+  HcaStats stats() const;
+  /** @brief Test hook: drop the next @p n received frames for which @p pred is true. */
+  void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
+
+ private:
+  void on_rx(PacketPtr pkt);
+  void to_error(QpContext& qp, const char* why);
+  void on_state(QpContext& qp, hw::QpState from);
+  static hw::HcaCaps default_caps(const TimingProfile& prof, const HcaIdentity& id);
+
+  Tracer tracer_;
+  HcaCore core_;
+  Requester req_;
+  Responder resp_;
+  DoorbellUnit doorbell_;
+  CommandUnit cmd_;
+  std::function<bool(const wire::ParsedFrame&)> drop_pred_;
+  uint32_t drop_left_ = 0;
+  uint64_t rx_dropped_ = 0;
+};
+
+}  // namespace hcasim::model

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file hca_core.h
+ * @brief The units of one HCA wired together, shared by the requester, responder, doorbell
+ *        and command units (each in its own file).
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "cq_unit.h"
+#include "eth_port.h"
+#include "mr_table.h"
+#include "qpc_cache.h"
+
+namespace hcasim::model {
+
+/** @brief Who an HCA is on the network. */
+struct HcaIdentity {
+  std::string name;       ///< ibverbs device name, e.g. "hcasim0"
+  uint32_t index = 0;     ///< host index in the world (trace column)
+  uint64_t node_guid = 0; ///< host order
+  uint8_t mac[6] = {};
+  uint32_t ipv4 = 0;      ///< host order
+  uint8_t gid[2][16] = {};  ///< [0] IPv6 link-local from the MAC, [1] IPv4-mapped (as rxe shows them)
+};
+
+/** @brief Fill an identity's GIDs from its MAC and IPv4 address. */
+void derive_gids(HcaIdentity& id);
+
+struct HcaCore {
+  HcaCore(const TimingProfile& p, Tracer& t, const HcaIdentity& ident);
+
+  const TimingProfile& prof;
+  Tracer& tracer;
+  HcaIdentity id;
+  Iommu iommu;
+  DmaEngine dma;
+  BufferTableWalker bt;
+  QpcCache qpc;
+  MrTable mrs;
+  EqUnit eq;
+  CqUnit cq;
+  EthPort port;
+
+  /** @brief GID -> next-hop MAC (the world's neighbour table); false if unreachable. */
+  std::function<bool(const uint8_t gid[16], uint8_t mac[6])> resolve;
+  /** @brief Move a QP to the error state and flush its queues (set by the Hca). */
+  std::function<void(QpContext&, const char* why)> to_error;
+
+  /** @brief Headers of a packet on @p qp's connection (addresses from the QPC's path). */
+  bool headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn, wire::Headers& h);
+  /** @brief Build a frame and queue it on the port at @p ready_ps. */
+  void send_frame(const wire::Headers& h, const void* payload, uint32_t len, uint64_t ready_ps);
+  /** @brief Path MTU of a QP in bytes. */
+  static uint32_t mtu_of(const QpContext& qp) { return 1u << qp.qpc.path_mtu_log; }
+};
+
+}  // namespace hcasim::model

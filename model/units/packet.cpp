@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "packet.h"
+
+namespace hcasim::model {
+namespace {
+std::vector<Packet*>& pool() {
+  static std::vector<Packet*> free_list;
+  return free_list;
+}
+uint64_t next_id = 1;
+}  // namespace
+
+void PacketRecycler::operator()(Packet* p) const {
+  if (pool().size() < 4096)
+    pool().push_back(p);
+  else
+    delete p;
+}
+
+PacketPtr make_packet() {
+  Packet* p;
+  if (pool().empty()) {
+    p = new Packet;
+  } else {
+    p = pool().back();
+    pool().pop_back();
+  }
+  p->len = 0;
+  p->id = next_id++;
+  return PacketPtr(p);
+}
+
+}  // namespace hcasim::model

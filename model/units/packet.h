@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file packet.h
+ * @brief A frame on the wire: real RoCEv2 bytes in a pooled buffer.
+ *
+ * Payload bytes are copied once into the frame by the sender's DMA read and once out of it
+ * by the receiver's DMA write; frames are recycled, never allocated per packet in steady state.
+ */
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "roce_packet.h"
+
+namespace hcasim::model {
+
+struct Packet {
+  uint32_t len = 0;
+  uint64_t id = 0;  ///< world-unique, for tracing
+  uint8_t data[wire::max_frame_length(4096)];
+};
+
+/** @brief Returns frames to the pool (the simulation runs under one lock, so no atomics). */
+struct PacketRecycler {
+  void operator()(Packet* p) const;
+};
+using PacketPtr = std::unique_ptr<Packet, PacketRecycler>;
+
+/** @brief A fresh (or recycled) frame with a new id. */
+PacketPtr make_packet();
+
+/** @brief Anything a frame can be handed to: a port's receive side, a wire, a switch port. */
+class PacketReceiver {
+ public:
+  virtual ~PacketReceiver() = default;
+  virtual void receive(PacketPtr pkt) = 0;
+};
+
+}  // namespace hcasim::model

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file qp_context.h
+ * @brief A QP as the HCA holds it: the programmed QPC plus the requester's and responder's
+ *        running state (what real hardware keeps in its QPC and on-chip caches).
+ */
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include <hcasim/hca_hw.h>
+
+#include "buffer_table.h"
+
+namespace hcasim::model {
+
+constexpr uint32_t kMaxSge = 16;
+constexpr uint32_t kMaxInline = 3 * 64 - 16 - 4;  // what fits in a 4-WQEBB WQE after ctrl+raddr
+
+/** @brief One scatter/gather element as decoded from a WQE. */
+struct Sge {
+  uint64_t addr;
+  uint32_t len;
+  uint32_t lkey;
+};
+
+/** @brief A decoded send WQE. */
+struct SendWqe {
+  uint16_t index = 0;  ///< first WQEBB counter
+  uint8_t nbb = 1;
+  hw::WqeOpcode op = hw::WqeOpcode::Nop;
+  uint8_t flags = 0;  ///< hw::CtrlFlags
+  uint32_t imm = 0;   ///< network order
+  uint64_t raddr = 0;
+  uint32_t rkey = 0;
+  uint64_t swap_add = 0, compare = 0;
+  uint32_t nsge = 0;
+  Sge sge[kMaxSge];
+  uint32_t length = 0;  ///< message length
+  bool is_inline = false;
+  uint8_t inline_buf[kMaxInline];
+};
+
+/** @brief A message the requester has started: kept until completed, for retransmission. */
+struct InflightMsg {
+  SendWqe w;
+  uint32_t first_psn = 0;
+  uint32_t npkts = 0;       ///< PSNs the message occupies (READ: response packets)
+  uint32_t read_bytes = 0;  ///< READ: response bytes placed so far
+  bool sent = false;        ///< every request packet transmitted at least once
+  hw::CqeSyndrome local_error = hw::CqeSyndrome::Ok;  ///< failed locally; completes in order
+};
+
+/** @brief Receive WQE being filled by an incoming SEND. */
+struct RecvInProgress {
+  bool active = false;
+  uint16_t index = 0;
+  uint32_t nsge = 0;
+  Sge sge[kMaxSge];
+  uint32_t offset = 0;  ///< bytes placed so far
+};
+
+struct QpContext {
+  hw::Qpc qpc{};
+  // ---- requester
+  uint16_t sq_pi = 0;     ///< producer counter from the last doorbell (WQEBBs)
+  uint16_t sq_fetch = 0;  ///< next WQEBB to fetch
+  std::deque<SendWqe> fetched;       ///< fetched, waiting for decode
+  std::deque<InflightMsg> inflight;  ///< decoded, not yet completed
+  uint8_t rnr_left = 0;              ///< RNR retries left (7 = infinite)
+  size_t tx_msg = 0;   ///< transmit cursor: message index into inflight
+  uint32_t tx_pkt = 0; ///< and packet within it
+  uint32_t next_psn = 0;
+  bool tx_scheduled = false;
+  BufferCursor sq_cursor;
+  // ---- responder
+  uint32_t epsn = 0;
+  uint32_t msn = 0;
+  uint16_t rq_ci = 0;       ///< next RQ WQE to consume
+  uint16_t rq_pi_seen = 0;  ///< producer counter last read from the doorbell record
+  RecvInProgress recv;
+  bool write_active = false;
+  uint64_t write_va = 0;
+  uint32_t write_rkey = 0;
+  uint32_t write_len = 0;   ///< RETH DMA length of the WRITE in progress
+  uint32_t write_done = 0;
+  bool nak_pending = false; ///< a PSN sequence error NAK was sent; stay quiet until the resend
+  BufferCursor rq_cursor;
+};
+
+}  // namespace hcasim::model

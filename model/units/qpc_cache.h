@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file qpc_cache.h
+ * @brief The QPC table (in ICM) behind a small LRU QPC cache.
+ *
+ * Every doorbell and every incoming packet looks its QP up here; a miss costs an ICM read
+ * (profile qpc_miss_ps) and evicts the least recently used entry. Hits and misses are counted
+ * and traced, so a lab can watch a QP working set outgrow the cache.
+ */
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <unordered_map>
+
+#include "qp_context.h"
+#include "timing_profile.h"
+#include "trace.h"
+
+namespace hcasim::model {
+
+class QpcCache {
+ public:
+  QpcCache(const TimingProfile& prof, Tracer& tracer, uint32_t capacity)
+      : prof_(prof), tracer_(tracer), capacity_(capacity ? capacity : 1) {}
+
+  /** @brief Result of a lookup: the context (nullptr if no such QP) and its latency. */
+  struct Lookup {
+    QpContext* qp = nullptr;
+    bool hit = false;
+    uint64_t latency_ps = 0;
+  };
+  Lookup lookup(uint32_t qpn, const char* why);
+
+  QpContext* create(uint32_t qpn);
+  bool destroy(uint32_t qpn);
+  /** @brief Direct table access for the command interface (no cache effect). */
+  QpContext* find(uint32_t qpn);
+  template <typename F>
+  void for_each(F&& f) {
+    for (auto& [n, qp] : table_) f(*qp);
+  }
+
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+  uint32_t capacity() const { return capacity_; }
+
+ private:
+  const TimingProfile& prof_;
+  Tracer& tracer_;
+  uint32_t capacity_;
+  std::unordered_map<uint32_t, std::unique_ptr<QpContext>> table_;
+  std::list<uint32_t> lru_;  // front = most recent
+  std::unordered_map<uint32_t, std::list<uint32_t>::iterator> cached_;
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace hcasim::model

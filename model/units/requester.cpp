@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "requester.h"
+
+#include <cinttypes>
+#include <cstring>
+
+namespace hcasim::model {
+namespace {
+
+const char* wqe_opcode_name(hw::WqeOpcode op) {
+  switch (op) {
+    case hw::WqeOpcode::Nop: return "NOP";
+    case hw::WqeOpcode::RdmaWrite: return "RDMA_WRITE";
+    case hw::WqeOpcode::RdmaWriteImm: return "RDMA_WRITE_WITH_IMM";
+    case hw::WqeOpcode::Send: return "SEND";
+    case hw::WqeOpcode::SendImm: return "SEND_WITH_IMM";
+    case hw::WqeOpcode::RdmaRead: return "RDMA_READ";
+    case hw::WqeOpcode::AtomicCmpSwap: return "ATOMIC_CMP_AND_SWP";
+    case hw::WqeOpcode::AtomicFetchAdd: return "ATOMIC_FETCH_AND_ADD";
+  }
+  return "?";
+}
+
+bool message_kind(hw::WqeOpcode op, wire::MessageKind& k) {
+  switch (op) {
+    case hw::WqeOpcode::Send: k = wire::MessageKind::Send; return true;
+    case hw::WqeOpcode::SendImm: k = wire::MessageKind::SendImm; return true;
+    case hw::WqeOpcode::RdmaWrite: k = wire::MessageKind::Write; return true;
+    case hw::WqeOpcode::RdmaWriteImm: k = wire::MessageKind::WriteImm; return true;
+    default: return false;
+  }
+}
+
+uint32_t last_psn(const InflightMsg& m) { return wire::psn_add(m.first_psn, int64_t(m.npkts) - 1); }
+
+}  // namespace
+
+Requester::Requester(HcaCore& core) : c_(core), jobs_("requester", [this](Job& j) { run(j); }) {}
+
+void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps) {
+  jobs_.push(at_ps, Job{qp.qpc.qpn, stage});
+}
+
+void Requester::doorbell(uint32_t qpn, uint16_t pi) {
+  QpcCache::Lookup l = c_.qpc.lookup(qpn, "SQ doorbell");
+  if (!l.qp) return;
+  l.qp->sq_pi = pi;
+  schedule(*l.qp, Stage::Fetch, now_ps() + l.latency_ps);
+}
+
+void Requester::run(Job& job) {
+  QpContext* qp = c_.qpc.find(job.qpn);
+  if (!qp) return;
+  const auto st = hw::QpState(qp->qpc.state);
+  if (st == hw::QpState::Err) {
+    flush(*qp);
+    return;
+  }
+  if (st != hw::QpState::Rts && st != hw::QpState::Sqd) return;
+  switch (job.stage) {
+    case Stage::Fetch: fetch(*qp); break;
+    case Stage::Decode: decode(*qp); break;
+    case Stage::Tx: tx(*qp); break;
+  }
+}
+
+uint32_t Requester::fetch_wqe(QpContext& qp, uint16_t index, SendWqe& w, uint32_t& table_reads) {
+  const uint32_t ring = 1u << qp.qpc.sq_log_size;
+  uint8_t raw[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock];
+  uint32_t nbb = 1;
+  for (uint32_t bb = 0; bb < nbb; ++bb) {
+    const uint64_t off = uint64_t((index + bb) & (ring - 1)) * hw::kWqeBasicBlock;
+    BtResult t = c_.bt.translate(qp.qpc.sq_buf, off, qp.sq_cursor, qp.qpc.qpn, "sq");
+    if (!t.ok) return 0;
+    table_reads += t.reads;
+    if (!c_.dma.read(t.dma, raw + bb * hw::kWqeBasicBlock, hw::kWqeBasicBlock, qp.qpc.qpn, "wqe"))
+      return 0;
+    if (bb == 0) {
+      hw::CtrlSeg ctrl;
+      std::memcpy(&ctrl, raw, sizeof ctrl);
+      const uint32_t ds = hw::from_be32(ctrl.qpn_ds) & 0x3f;
+      nbb = (ds * hw::kSegmentSize + hw::kWqeBasicBlock - 1) / hw::kWqeBasicBlock;
+      if (nbb == 0 || nbb > hw::kMaxSendWqeBbs) return 0;
+    }
+  }
+  // Decode: control segment, then the segments the opcode implies.
+  hw::CtrlSeg ctrl;
+  std::memcpy(&ctrl, raw, sizeof ctrl);
+  const uint32_t oio = hw::from_be32(ctrl.opmod_idx_opcode);
+  const uint32_t ds = hw::from_be32(ctrl.qpn_ds) & 0x3f;
+  w = SendWqe{};
+  w.index = index;
+  w.nbb = uint8_t(nbb);
+  w.op = hw::WqeOpcode(oio & 0xff);
+  w.flags = ctrl.fm_ce_se;
+  w.imm = ctrl.imm;
+  uint32_t seg = 1;
+  auto at = [&](uint32_t s) { return raw + s * hw::kSegmentSize; };
+  const bool remote = w.op == hw::WqeOpcode::RdmaWrite || w.op == hw::WqeOpcode::RdmaWriteImm ||
+                      w.op == hw::WqeOpcode::RdmaRead || w.op == hw::WqeOpcode::AtomicCmpSwap ||
+                      w.op == hw::WqeOpcode::AtomicFetchAdd;
+  if (remote) {
+    hw::RaddrSeg r;
+    std::memcpy(&r, at(seg++), sizeof r);
+    w.raddr = hw::from_be64(r.raddr);
+    w.rkey = hw::from_be32(r.rkey);
+  }
+  if (w.op == hw::WqeOpcode::AtomicCmpSwap || w.op == hw::WqeOpcode::AtomicFetchAdd) {
+    hw::AtomicSeg a;
+    std::memcpy(&a, at(seg++), sizeof a);
+    w.swap_add = hw::from_be64(a.swap_add);
+    w.compare = hw::from_be64(a.compare);
+  }
+  if (seg < ds) {
+    uint32_t first;
+    std::memcpy(&first, at(seg), 4);
+    first = hw::from_be32(first);
+    if (first & hw::kInlineFlag) {
+      w.is_inline = true;
+      w.length = first & ~hw::kInlineFlag;
+      if (w.length > kMaxInline || 4 + w.length > (ds - seg) * hw::kSegmentSize) return 0;
+      std::memcpy(w.inline_buf, at(seg) + 4, w.length);
+    } else {
+      for (; seg < ds && w.nsge < kMaxSge; ++seg) {
+        hw::DataSeg d;
+        std::memcpy(&d, at(seg), sizeof d);
+        Sge& s = w.sge[w.nsge++];
+        s.len = hw::from_be32(d.byte_count);
+        s.lkey = hw::from_be32(d.lkey);
+        s.addr = hw::from_be64(d.addr);
+        w.length += s.len;
+      }
+    }
+  }
+  return nbb;
+}
+
+void Requester::fetch(QpContext& qp) {
+  const uint64_t now = now_ps();
+  uint64_t ready = now;
+  uint32_t fetched = 0;
+  while (qp.sq_fetch != qp.sq_pi && qp.inflight.size() + qp.fetched.size() < 1024) {
+    SendWqe w;
+    uint32_t reads = 0;
+    uint32_t nbb = fetch_wqe(qp, qp.sq_fetch, w, reads);
+    if (nbb == 0) {
+      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, "WQE %u: fetch/decode fault", qp.sq_fetch);
+      c_.to_error(qp, "WQE fetch fault");
+      return;
+    }
+    // Reads are pipelined: the first WQE pays the round trip (plus the table walk, if any),
+    // later ones only their transfer time.
+    const uint64_t cost = (fetched == 0 ? c_.dma.read_latency_ps(nbb * hw::kWqeBasicBlock)
+                                        : c_.prof.pcie_xfer_ps(nbb * hw::kWqeBasicBlock)) +
+                          reads * c_.prof.pcie_read_ps;
+    ready += cost;
+    HCASIM_TRACE(c_.tracer, WqeFetch, WqeFetch, qp.qpc.qpn,
+                 "SQ WQE %u (%u WQEBB): %s len=%u sge=%u%s%s%s, ready in %.1f ns", w.index, nbb,
+                 wqe_opcode_name(w.op), w.length, w.nsge, w.is_inline ? " inline" : "",
+                 (w.flags & hw::kCtrlCqUpdate) ? " signaled" : " unsignaled",
+                 (w.flags & hw::kCtrlSolicited) ? " solicited" : "", double(ready - now) / 1000.0);
+    qp.fetched.push_back(w);
+    qp.sq_fetch = uint16_t(qp.sq_fetch + nbb);
+    ++fetched;
+  }
+  if (fetched) schedule(qp, Stage::Decode, ready);
+}
+
+void Requester::decode(QpContext& qp) {
+  const uint32_t mtu = HcaCore::mtu_of(qp);
+  bool any = false;
+  while (!qp.fetched.empty()) {
+    InflightMsg m;
+    m.w = qp.fetched.front();
+    qp.fetched.pop_front();
+    ++wqes_;
+    m.first_psn = qp.next_psn;
+    wire::MessageKind kind;
+    if (m.w.op == hw::WqeOpcode::RdmaRead) {
+      m.npkts = wire::plan_segments(wire::MessageKind::ReadResponse, m.w.length, mtu).num_packets;
+    } else if (message_kind(m.w.op, kind)) {
+      m.npkts = wire::plan_segments(kind, m.w.length, mtu).num_packets;
+    } else if (m.w.op == hw::WqeOpcode::Nop) {
+      m.npkts = 0;
+    } else {
+      // Atomics arrive with the RC semantics issue; until then they are a local error.
+      qp.inflight.push_back(m);
+      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, "WQE %u: unsupported opcode 0x%02x",
+                   m.w.index, unsigned(m.w.op));
+      fail_front(qp, hw::CqeSyndrome::LocalQpOpErr, "unsupported opcode");
+      return;
+    }
+    qp.next_psn = wire::psn_add(qp.next_psn, m.npkts);
+    HCASIM_TRACE(c_.tracer, Requester, WqeDecode, qp.qpc.qpn,
+                 "WQE %u %s: %u packet(s) at MTU %u, PSN %u..%u", m.w.index, wqe_opcode_name(m.w.op),
+                 m.npkts, mtu, m.first_psn, m.npkts ? last_psn(m) : m.first_psn);
+    qp.inflight.push_back(m);
+    any = true;
+  }
+  if (any) schedule(qp, Stage::Tx, now_ps() + c_.prof.wqe_decode_ps);
+}
+
+bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len,
+                       uint8_t* dst) {
+  if (m.w.is_inline) {
+    std::memcpy(dst, m.w.inline_buf + offset, len);
+    return true;
+  }
+  uint32_t skip = offset;
+  for (uint32_t i = 0; i < m.w.nsge && len > 0; ++i) {
+    const Sge& s = m.w.sge[i];
+    if (skip >= s.len) {
+      skip -= s.len;
+      continue;
+    }
+    uint32_t n = s.len - skip < len ? s.len - skip : len;
+    if (c_.mrs.read(s.lkey, s.addr + skip, dst, n, qp.qpc.qpn) < 0) return false;
+    dst += n;
+    len -= n;
+    skip = 0;
+  }
+  return len == 0;
+}
+
+void Requester::tx(QpContext& qp) {
+  const uint64_t now = now_ps();
+  const uint32_t mtu = HcaCore::mtu_of(qp);
+  const uint64_t lookahead = 2 * c_.prof.wire_ps(mtu + 128);
+  uint64_t ready = now;
+  bool first_read = true;
+  while (qp.tx_msg < qp.inflight.size()) {
+    if (c_.port.busy_until() > now + lookahead) {  // back-pressure from the port
+      schedule(qp, Stage::Tx, c_.port.busy_until() - lookahead);
+      return;
+    }
+    InflightMsg& m = qp.inflight[qp.tx_msg];
+    if (m.local_error != hw::CqeSyndrome::Ok) return;  // waits for earlier messages, then fails
+    if (m.npkts == 0) {  // NOP: nothing on the wire
+      m.sent = true;
+      ++qp.tx_msg;
+      complete_through(qp, wire::psn_add(qp.next_psn, -1));
+      continue;
+    }
+    const bool is_read = m.w.op == hw::WqeOpcode::RdmaRead;
+    if (qp.tx_pkt == 0 && !m.sent) {
+      // Local protection checks on the whole gather (or, for READ, scatter) list.
+      const uint32_t need = is_read ? hw::kAccessLocalWrite : 0;
+      for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
+        const Sge& s = m.w.sge[i];
+        if (c_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok)
+          return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "lkey check failed");
+      }
+    }
+    wire::Headers h;
+    wire::BthOpcode op;
+    uint32_t off = 0, len = 0;
+    wire::MessageKind kind;
+    if (is_read) {
+      op = wire::BthOpcode::RDMA_READ_REQUEST;
+    } else {
+      message_kind(m.w.op, kind);
+      wire::Segment s = wire::plan_segments(kind, m.w.length, mtu).segment(qp.tx_pkt);
+      op = s.opcode;
+      off = s.offset;
+      len = s.length;
+    }
+    const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
+    if (!c_.headers_for(qp, op, psn, h))
+      return local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
+    const bool ends = wire::is_last(op) || wire::is_only(op);
+    h.ackreq = ends;
+    h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
+           m.w.op != hw::WqeOpcode::RdmaRead;
+    if (wire::has_reth(op)) {
+      h.reth.va = m.w.raddr;
+      h.reth.rkey = m.w.rkey;
+      h.reth.dma_len = m.w.length;
+    }
+    if (wire::has_imm(op)) h.imm_data = m.w.imm;
+    PacketPtr pkt = make_packet();
+    uint8_t* slot = pkt->data + wire::header_length(h);
+    if (len && !gather(qp, m, off, len, slot))
+      return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "gather fault");
+    pkt->len = uint32_t(wire::build_frame(h, slot, len, pkt->data, sizeof pkt->data));
+    // Payload reads overlap: the first pays the PCIe round trip, the next only their transfer.
+    if (len) ready = (first_read ? now + c_.prof.pcie_read_ps : ready) + c_.prof.pcie_xfer_ps(len);
+    first_read = first_read && len == 0;
+    if (qp.tx_pkt == 0)
+      HCASIM_TRACE(c_.tracer, Requester, PktTx, qp.qpc.qpn,
+                   "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
+                   qp.qpc.dest_qpn, psn);
+    c_.port.transmit(std::move(pkt), ready);
+    if (is_read || ++qp.tx_pkt >= m.npkts) {
+      m.sent = true;
+      ++qp.tx_msg;
+      qp.tx_pkt = 0;
+    }
+  }
+}
+
+void Requester::complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome status) {
+  const bool ok = status == hw::CqeSyndrome::Ok;
+  if (ok && !(m.w.flags & hw::kCtrlCqUpdate)) return;  // unsignaled success: no CQE
+  CqeInfo ci;
+  ci.opcode = ok ? hw::CqeOpcode::Req : hw::CqeOpcode::ReqErr;
+  ci.syndrome = status;
+  ci.qpn = qp.qpc.qpn;
+  ci.src_qp = qp.qpc.dest_qpn;
+  ci.wqe_counter = m.w.index;
+  ci.byte_cnt = m.w.length;
+  ci.req_opcode = m.w.op;
+  c_.cq.post(qp.qpc.send_cqn, ci);
+}
+
+void Requester::local_fail(QpContext& qp, InflightMsg& m, hw::CqeSyndrome status, const char* why) {
+  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, "WQE %u: %s", m.w.index, why);
+  m.local_error = status;
+  m.sent = true;
+  // Completions stay in order: the error surfaces once every earlier message has completed.
+  if (&m == &qp.inflight.front()) complete_through(qp, m.first_psn);
+}
+
+void Requester::complete_through(QpContext& qp, uint32_t psn) {
+  while (!qp.inflight.empty()) {
+    InflightMsg& m = qp.inflight.front();
+    if (m.local_error != hw::CqeSyndrome::Ok) {
+      qp.tx_msg = 0;
+      return fail_front(qp, m.local_error, "local error");
+    }
+    if (!m.sent) break;
+    if (m.npkts && wire::psn_diff(psn, last_psn(m)) < 0) break;
+    if (m.w.op == hw::WqeOpcode::RdmaRead && m.read_bytes < m.w.length) break;
+    complete(qp, m, hw::CqeSyndrome::Ok);
+    qp.inflight.pop_front();
+    if (qp.tx_msg) --qp.tx_msg;
+    qp.rnr_left = qp.qpc.rnr_retry;
+  }
+}
+
+void Requester::fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why) {
+  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, "%s: WQE %u completes in error 0x%02x", why,
+               qp.inflight.empty() ? 0 : qp.inflight.front().w.index, unsigned(status));
+  // The failing WQE is the oldest outstanding one: everything before it has completed.
+  if (!qp.inflight.empty()) {
+    complete(qp, qp.inflight.front(), status);
+    qp.inflight.pop_front();
+  }
+  c_.to_error(qp, why);
+}
+
+void Requester::flush(QpContext& qp) {
+  // Everything fetched, decoded or still in the ring completes with WR_FLUSH_ERR, in order.
+  for (auto& m : qp.inflight) complete(qp, m, hw::CqeSyndrome::WrFlushErr);
+  qp.inflight.clear();
+  for (auto& w : qp.fetched) {
+    InflightMsg m;
+    m.w = w;
+    complete(qp, m, hw::CqeSyndrome::WrFlushErr);
+  }
+  qp.fetched.clear();
+  while (qp.sq_fetch != qp.sq_pi) {
+    InflightMsg m;
+    uint32_t reads = 0;
+    uint32_t nbb = fetch_wqe(qp, qp.sq_fetch, m.w, reads);
+    if (nbb == 0) break;
+    complete(qp, m, hw::CqeSyndrome::WrFlushErr);
+    qp.sq_fetch = uint16_t(qp.sq_fetch + nbb);
+  }
+  qp.sq_fetch = qp.sq_pi;
+  qp.tx_msg = 0;
+  qp.tx_pkt = 0;
+}
+
+void Requester::rewind(QpContext& qp, uint32_t psn) {
+  for (size_t i = 0; i < qp.inflight.size(); ++i) {
+    InflightMsg& m = qp.inflight[i];
+    const int32_t d = wire::psn_diff(psn, m.first_psn);
+    if (d >= 0 && (m.npkts == 0 || d < int32_t(m.npkts))) {
+      qp.tx_msg = i;
+      qp.tx_pkt = m.w.op == hw::WqeOpcode::RdmaRead ? 0 : uint32_t(d);
+      for (size_t j = i; j < qp.inflight.size(); ++j) qp.inflight[j].sent = false;
+      ++retransmits_;
+      HCASIM_TRACE(c_.tracer, Requester, Retransmit, qp.qpc.qpn,
+                   "go back to PSN %u (WQE %u, packet %u)", psn, m.w.index, qp.tx_pkt);
+      return;
+    }
+  }
+}
+
+void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
+  const auto op = f.h.opcode;
+  const uint32_t psn = f.h.psn;
+  if (op == wire::BthOpcode::ACKNOWLEDGE) {
+    const uint8_t syn = f.h.aeth.syndrome;
+    switch (wire::aeth_kind(syn)) {
+      case wire::AethKind::Ack:
+        HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, "ACK psn=%u msn=%u", psn, f.h.aeth.msn);
+        complete_through(qp, psn);
+        return;
+      case wire::AethKind::RnrNak: {
+        complete_through(qp, wire::psn_add(psn, -1));
+        if (qp.rnr_left == 0) return fail_front(qp, hw::CqeSyndrome::RnrRetryExcErr, "RNR retries exhausted");
+        if (qp.rnr_left != 7) --qp.rnr_left;
+        const uint64_t wait = wire::rnr_timer_ns(wire::aeth_value(syn)) * 1000;
+        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, "RNR NAK psn=%u: retry in %.2f us (%u left)",
+                     psn, double(wait) / 1e6, unsigned(qp.rnr_left));
+        rewind(qp, psn);
+        schedule(qp, Stage::Tx, now_ps() + wait);
+        return;
+      }
+      case wire::AethKind::Nak: {
+        const auto code = wire::aeth_nak_code(syn);
+        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, "NAK %s psn=%u", wire::nak_code_name(code), psn);
+        complete_through(qp, wire::psn_add(psn, -1));
+        switch (code) {
+          case wire::NakCode::PsnSequenceError:
+            rewind(qp, psn);
+            schedule(qp, Stage::Tx, now_ps());
+            return;
+          case wire::NakCode::InvalidRequest:
+            qp.tx_msg = 0;
+            return fail_front(qp, hw::CqeSyndrome::RemoteInvalReqErr, "remote invalid request");
+          case wire::NakCode::RemoteAccessError:
+            qp.tx_msg = 0;
+            return fail_front(qp, hw::CqeSyndrome::RemoteAccessErr, "remote access error");
+          default:
+            qp.tx_msg = 0;
+            return fail_front(qp, hw::CqeSyndrome::RemoteOpErr, "remote operational error");
+        }
+      }
+      default:
+        return;
+    }
+  }
+  if (op >= wire::BthOpcode::RDMA_READ_RESPONSE_FIRST && op <= wire::BthOpcode::RDMA_READ_RESPONSE_ONLY) {
+    // Responses arrive in order, so the READ they answer is the first unfinished one.
+    for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
+      InflightMsg& m = qp.inflight[i];
+      if (m.w.op != hw::WqeOpcode::RdmaRead || m.read_bytes >= m.w.length) continue;
+      const uint32_t mtu = HcaCore::mtu_of(qp);
+      const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
+      if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
+      if (wire::is_first(op) || wire::is_only(op)) complete_through(qp, wire::psn_add(m.first_psn, -1));
+      uint32_t off = m.read_bytes, left = uint32_t(f.payload_len);
+      const uint8_t* src = f.payload;
+      for (uint32_t k = 0, skip = off; k < m.w.nsge && left; ++k) {
+        const Sge& s = m.w.sge[k];
+        if (skip >= s.len) {
+          skip -= s.len;
+          continue;
+        }
+        uint32_t n = s.len - skip < left ? s.len - skip : left;
+        if (c_.mrs.write(s.lkey, s.addr + skip, src, n, qp.qpc.qpn) < 0)
+          return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "READ scatter fault");
+        src += n;
+        left -= n;
+        skip = 0;
+      }
+      m.read_bytes += uint32_t(f.payload_len);
+      if (wire::is_last(op) || wire::is_only(op)) {
+        m.read_bytes = m.w.length;  // also marks zero-length READs done
+        complete_through(qp, psn);
+        schedule(qp, Stage::Tx, now_ps());
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace hcasim::model

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file requester.h
+ * @brief RC requester: doorbell -> WQE fetch (through the SQ's buffer table) -> decode ->
+ *        payload gather (MR checks, DMA) -> MTU segmentation into RoCEv2 packets with PSNs;
+ *        ACK/NAK and READ-response handling, retransmission from the first unacknowledged
+ *        PSN (go-back-N), requester completions.
+ */
+#pragma once
+
+#include <cstdint>
+
+#include "hca_core.h"
+
+namespace hcasim::model {
+
+class Requester {
+ public:
+  explicit Requester(HcaCore& core);
+
+  /** @brief An SQ doorbell landed: @p pi is the new producer counter. */
+  void doorbell(uint32_t qpn, uint16_t pi);
+  /** @brief A response (ACK/NAK, READ response) arrived for @p qp. */
+  void on_response(QpContext& qp, const wire::ParsedFrame& f);
+  /** @brief QP entered ERR: complete every outstanding and posted send WQE with a flush error. */
+  void flush(QpContext& qp);
+
+  uint64_t wqes() const { return wqes_; }
+  uint64_t retransmits() const { return retransmits_; }
+
+ private:
+  enum class Stage : uint8_t { Fetch, Decode, Tx };
+  struct Job {
+    uint32_t qpn;
+    Stage stage;
+  };
+  void run(Job& job);
+  void schedule(QpContext& qp, Stage stage, uint64_t at_ps);
+  /** @brief Fetch and decode the WQE at @p index; returns its size in WQEBBs (0 on a fault). */
+  uint32_t fetch_wqe(QpContext& qp, uint16_t index, SendWqe& w, uint32_t& table_reads);
+  void fetch(QpContext& qp);
+  void decode(QpContext& qp);
+  void tx(QpContext& qp);
+  bool gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len, uint8_t* dst);
+  void complete_through(QpContext& qp, uint32_t psn);
+  void complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome status);
+  void fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why);
+  void local_fail(QpContext& qp, InflightMsg& m, hw::CqeSyndrome status, const char* why);
+  void rewind(QpContext& qp, uint32_t psn);
+
+  HcaCore& c_;
+  TimedQueue<Job> jobs_;
+  uint64_t wqes_ = 0, retransmits_ = 0;
+};
+
+}  // namespace hcasim::model

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "responder.h"
+
+#include <cinttypes>
+#include <cstring>
+
+namespace hcasim::model {
+
+void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
+  wire::Headers h;
+  if (!c_.headers_for(qp, wire::BthOpcode::ACKNOWLEDGE, psn, h)) return;
+  h.aeth.syndrome = syndrome;
+  h.aeth.msn = qp.msn & wire::kMsnMask;
+  switch (wire::aeth_kind(syndrome)) {
+    case wire::AethKind::Ack: ++acks_; break;
+    case wire::AethKind::RnrNak: ++rnr_naks_; break;
+    default: ++naks_; break;
+  }
+  c_.send_frame(h, nullptr, 0, now_ps() + c_.prof.pkt_process_ps);
+}
+
+bool Responder::take_recv(QpContext& qp) {
+  if (qp.recv.active) return true;
+  const uint32_t qpn = qp.qpc.qpn;
+  if (qp.rq_ci == qp.rq_pi_seen) {
+    // Nothing known to be posted: look at the doorbell record the driver updates.
+    hw::QpDbrec rec{};
+    if (!c_.dma.read(qp.qpc.dbrec_addr, &rec, sizeof rec, qpn, "rq.dbrec")) return false;
+    qp.rq_pi_seen = uint16_t(hw::from_be32(rec.rq_counter));
+    if (qp.rq_ci == qp.rq_pi_seen) return false;
+  }
+  const uint32_t ring = 1u << qp.qpc.rq_log_size;
+  const uint32_t stride = 1u << qp.qpc.rq_log_stride;
+  BtResult t = c_.bt.translate(qp.qpc.rq_buf, uint64_t(qp.rq_ci & (ring - 1)) * stride, qp.rq_cursor,
+                               qpn, "rq");
+  uint8_t raw[kMaxSge * sizeof(hw::DataSeg)];
+  const uint32_t bytes = stride < sizeof raw ? stride : uint32_t(sizeof raw);
+  if (!t.ok || !c_.dma.read(t.dma, raw, bytes, qpn, "rq.wqe")) return false;
+  RecvInProgress& r = qp.recv;
+  r = RecvInProgress{};
+  r.active = true;
+  r.index = qp.rq_ci;
+  for (uint32_t i = 0; i < bytes / sizeof(hw::DataSeg); ++i) {
+    hw::DataSeg d;
+    std::memcpy(&d, raw + i * sizeof d, sizeof d);
+    if (hw::from_be32(d.lkey) == hw::kInvalidLkey) break;
+    r.sge[r.nsge++] = Sge{hw::from_be64(d.addr), hw::from_be32(d.byte_count), hw::from_be32(d.lkey)};
+  }
+  ++qp.rq_ci;
+  HCASIM_TRACE(c_.tracer, Responder, WqeFetch, qpn, "RQ WQE %u: %u SGE(s)", r.index, r.nsge);
+  return true;
+}
+
+void Responder::completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h) {
+  CqeInfo ci;
+  ci.opcode = op;
+  ci.qpn = qp.qpc.qpn;
+  ci.src_qp = qp.qpc.dest_qpn;
+  ci.wqe_counter = qp.recv.index;
+  ci.byte_cnt = len;
+  if (wire::has_imm(h.opcode)) {
+    ci.imm = h.imm_data;
+    ci.flags |= hw::kCqeWithImm;
+  }
+  if (h.se) ci.flags |= hw::kCqeSolicited;
+  qp.recv.active = false;
+  c_.cq.post(qp.qpc.recv_cqn, ci);
+}
+
+void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
+  if (!qp.recv.active) return;
+  CqeInfo ci;
+  ci.opcode = hw::CqeOpcode::RespErr;
+  ci.syndrome = status;
+  ci.qpn = qp.qpc.qpn;
+  ci.wqe_counter = qp.recv.index;
+  qp.recv.active = false;
+  c_.cq.post(qp.qpc.recv_cqn, ci);
+}
+
+void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
+                      const char* why) {
+  HCASIM_TRACE(c_.tracer, Responder, Error, qp.qpc.qpn, "%s: NAK %s psn=%u, QP to ERR", why,
+               wire::nak_code_name(nak), psn);
+  send_ack(qp, psn, wire::aeth_nak(nak));
+  if (recv_status != hw::CqeSyndrome::Ok) recv_error(qp, recv_status);
+  c_.to_error(qp, why);
+}
+
+void Responder::flush(QpContext& qp) {
+  recv_error(qp, hw::CqeSyndrome::WrFlushErr);
+  hw::QpDbrec rec{};
+  if (c_.dma.read(qp.qpc.dbrec_addr, &rec, sizeof rec, qp.qpc.qpn, "rq.dbrec"))
+    qp.rq_pi_seen = uint16_t(hw::from_be32(rec.rq_counter));
+  while (qp.rq_ci != qp.rq_pi_seen) {
+    CqeInfo ci;
+    ci.opcode = hw::CqeOpcode::RespErr;
+    ci.syndrome = hw::CqeSyndrome::WrFlushErr;
+    ci.qpn = qp.qpc.qpn;
+    ci.wqe_counter = qp.rq_ci++;
+    c_.cq.post(qp.qpc.recv_cqn, ci);
+  }
+}
+
+void Responder::read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth) {
+  const uint32_t mtu = HcaCore::mtu_of(qp);
+  const wire::SegmentPlan plan = wire::plan_segments(wire::MessageKind::ReadResponse, reth.dma_len, mtu);
+  uint64_t ready = now_ps() + c_.prof.pkt_process_ps + c_.prof.pcie_read_ps;
+  for (uint32_t i = 0; i < plan.num_packets; ++i) {
+    const wire::Segment s = plan.segment(i);
+    wire::Headers h;
+    if (!c_.headers_for(qp, s.opcode, wire::psn_add(psn, i), h)) return;
+    h.aeth.syndrome = wire::aeth_ack(wire::kAethCreditInvalid);
+    h.aeth.msn = qp.msn & wire::kMsnMask;
+    PacketPtr pkt = make_packet();
+    uint8_t* slot = pkt->data + wire::header_length(h);
+    if (s.length && c_.mrs.read(reth.rkey, reth.va + s.offset, slot, s.length, qp.qpc.qpn) < 0) return;
+    pkt->len = uint32_t(wire::build_frame(h, slot, s.length, pkt->data, sizeof pkt->data));
+    ready += c_.prof.pcie_xfer_ps(s.length);
+    c_.port.transmit(std::move(pkt), ready);
+  }
+}
+
+void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
+  const auto st = hw::QpState(qp.qpc.state);
+  const uint32_t qpn = qp.qpc.qpn;
+  if (st != hw::QpState::Rtr && st != hw::QpState::Rts && st != hw::QpState::Sqd) {
+    HCASIM_TRACE(c_.tracer, Responder, Error, qpn, "packet dropped: QP state %u", unsigned(st));
+    return;
+  }
+  const wire::Headers& h = f.h;
+  const auto op = h.opcode;
+  const int32_t d = wire::psn_diff(h.psn, qp.epsn);
+  if (d < 0) {  // duplicate: the ACK was lost; acknowledge again (READs are replayed)
+    ++dups_;
+    HCASIM_TRACE(c_.tracer, Responder, Ack, qpn, "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
+    if (op == wire::BthOpcode::RDMA_READ_REQUEST)
+      read_response(qp, h.psn, h.reth);
+    else
+      send_ack(qp, wire::psn_add(qp.epsn, -1), wire::aeth_ack(wire::kAethCreditInvalid));
+    return;
+  }
+  if (d > 0) {  // a gap: NAK once, then drop until the requester goes back
+    if (!qp.nak_pending) {
+      qp.nak_pending = true;
+      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, "PSN gap: got %u expected %u", h.psn, qp.epsn);
+      send_ack(qp, qp.epsn, wire::aeth_nak(wire::NakCode::PsnSequenceError));
+    }
+    return;
+  }
+  qp.nak_pending = false;
+  const uint32_t len = uint32_t(f.payload_len);
+  const bool starts = wire::is_first(op) || wire::is_only(op);
+  const bool ends = wire::is_last(op) || wire::is_only(op);
+
+  if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE) {
+    if (starts && !take_recv(qp)) {
+      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, "no receive WQE posted: RNR NAK psn=%u", h.psn);
+      send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
+      return;
+    }
+    if (!qp.recv.active) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
+                                      "SEND middle/last without first");
+    // Scatter into the receive WQE's list.
+    RecvInProgress& r = qp.recv;
+    uint32_t skip = r.offset, left = len;
+    const uint8_t* src = f.payload;
+    for (uint32_t i = 0; i < r.nsge && left; ++i) {
+      const Sge& s = r.sge[i];
+      if (skip >= s.len) {
+        skip -= s.len;
+        continue;
+      }
+      const uint32_t n = s.len - skip < left ? s.len - skip : left;
+      if (c_.mrs.check(s.lkey, qp.qpc.pdn, s.addr + skip, n, hw::kAccessLocalWrite, qpn, "recv lkey") !=
+              MrCheck::Ok ||
+          c_.mrs.write(s.lkey, s.addr + skip, src, n, qpn) < 0)
+        return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
+                     "receive buffer protection error");
+      src += n;
+      left -= n;
+      skip = 0;
+    }
+    if (left) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
+                           "message longer than the receive WQE");
+    r.offset += len;
+    qp.epsn = wire::psn_add(qp.epsn, 1);
+    if (ends) {
+      ++qp.msn;
+      completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h);
+    }
+    if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+    return;
+  }
+
+  if (op >= wire::BthOpcode::RDMA_WRITE_FIRST && op <= wire::BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE) {
+    if (starts) {
+      if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
+          c_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
+                       "rkey") != MrCheck::Ok)
+        return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+      qp.write_active = true;
+      qp.write_va = h.reth.va;
+      qp.write_rkey = h.reth.rkey;
+      qp.write_len = h.reth.dma_len;
+      qp.write_done = 0;
+    }
+    if (!qp.write_active || uint64_t(qp.write_done) + len > qp.write_len)
+      return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE length mismatch");
+    if (ends && wire::has_imm(op) && !take_recv(qp)) {
+      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, "WRITE_WITH_IMM needs a receive WQE: RNR NAK psn=%u",
+                   h.psn);
+      send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
+      return;
+    }
+    if (len && c_.mrs.write(qp.write_rkey, qp.write_va + qp.write_done, f.payload, len, qpn) < 0)
+      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "DMA fault");
+    qp.write_done += len;
+    qp.epsn = wire::psn_add(qp.epsn, 1);
+    if (ends) {
+      if (qp.write_done != qp.write_len)
+        return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE shorter than RETH");
+      qp.write_active = false;
+      ++qp.msn;
+      if (wire::has_imm(op)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h);
+    }
+    if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+    return;
+  }
+
+  if (op == wire::BthOpcode::RDMA_READ_REQUEST) {
+    if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
+        c_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qpn,
+                     "rkey") != MrCheck::Ok)
+      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+    ++qp.msn;
+    read_response(qp, h.psn, h.reth);
+    const uint32_t n = wire::plan_segments(wire::MessageKind::ReadResponse, h.reth.dma_len,
+                                           HcaCore::mtu_of(qp)).num_packets;
+    qp.epsn = wire::psn_add(qp.epsn, n);
+    return;
+  }
+  fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "unsupported opcode");
+}
+
+}  // namespace hcasim::model

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file responder.h
+ * @brief RC responder: PSN checks (duplicates re-ACKed, gaps NAKed once), receive-WQE fetch
+ *        through the RQ's buffer table and doorbell record, rkey checks, payload DMA writes,
+ *        READ responses, ACK/NAK/RNR-NAK generation and responder completions.
+ */
+#pragma once
+
+#include <cstdint>
+
+#include "hca_core.h"
+
+namespace hcasim::model {
+
+class Responder {
+ public:
+  explicit Responder(HcaCore& core) : c_(core) {}
+
+  /** @brief A request packet arrived for @p qp. */
+  void on_request(QpContext& qp, const wire::ParsedFrame& f);
+  /** @brief QP entered ERR: complete every posted receive WQE with a flush error. */
+  void flush(QpContext& qp);
+
+  uint64_t acks() const { return acks_; }
+  uint64_t naks() const { return naks_; }
+  uint64_t rnr_naks() const { return rnr_naks_; }
+  uint64_t duplicates() const { return dups_; }
+
+ private:
+  bool take_recv(QpContext& qp);
+  void send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome);
+  void read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth);
+  void recv_error(QpContext& qp, hw::CqeSyndrome status);
+  void completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h);
+  /** @brief Responder-side fatal error: NAK the requester, complete the receive in error, QP to ERR. */
+  void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
+             const char* why);
+
+  HcaCore& c_;
+  uint64_t acks_ = 0, naks_ = 0, rnr_naks_ = 0, dups_ = 0;
+};
+
+}  // namespace hcasim::model

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "trace.h"
+
+#include <systemc>
+
+#include <cstdio>
+
+namespace hcasim::model {
+
+const char* unit_name(TraceUnit u) {
+  static const char* const names[] = {"driver", "doorbell", "qpc",  "buftable", "wqefetch",
+                                      "mr",     "dma",      "req",  "resp",     "port",
+                                      "wire",   "cq",       "eq",   "cmd"};
+  auto i = static_cast<unsigned>(u);
+  return i < sizeof(names) / sizeof(names[0]) ? names[i] : "?";
+}
+
+const char* kind_name(TraceKind k) {
+  static const char* const names[] = {
+      "post",     "doorbell", "qpc.lookup", "bt.walk",  "wqe.fetch", "wqe.decode", "mr.xlate",
+      "dma.read", "dma.write", "pkt.tx",    "pkt.rx",   "ack",       "nak",        "retransmit",
+      "cqe.write", "cq.arm",  "event",      "eqe.write", "irq",      "qp.state",   "command",
+      "error",    "note"};
+  auto i = static_cast<unsigned>(k);
+  return i < sizeof(names) / sizeof(names[0]) ? names[i] : "?";
+}
+
+void Tracer::vemit(TraceUnit unit, TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id,
+                   const char* fmt, va_list ap) {
+  char buf[512];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  TraceEvent ev;
+  ev.time_ps = sc_core::sc_time_stamp().value();
+  ev.host = host_;
+  ev.unit = unit;
+  ev.kind = kind;
+  ev.qpn = qpn;
+  ev.has_wr_id = has_wr;
+  ev.wr_id = wr_id;
+  ev.text = buf;
+  sink_->record(ev);
+}
+
+void Tracer::emit(TraceUnit unit, TraceKind kind, uint32_t qpn, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vemit(unit, kind, qpn, false, 0, fmt, ap);
+  va_end(ap);
+}
+
+void Tracer::emit_wr(TraceUnit unit, TraceKind kind, uint32_t qpn, uint64_t wr_id, const char* fmt,
+                     ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vemit(unit, kind, qpn, true, wr_id, fmt, ap);
+  va_end(ap);
+}
+
+}  // namespace hcasim::model

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <systemc>
+
+#include "dma_engine.h"
+
+// libsystemc references sc_main; programs that load the simulator never call it.
+int sc_main(int, char**) { return 1; }
+
+namespace hcasim::sim {
+
+Engine& Engine::instance() {
+  static Engine* e = new Engine;  // never destroyed: other threads may still be in verbs at exit
+  return *e;
+}
+
+Engine::Engine() {
+  efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // At exit SystemC's globals are torn down: stop the advancer and keep every thread out of
+  // the kernel from then on (the lock is taken and never released).
+  std::atexit([] {
+    Engine& e = Engine::instance();
+    e.idle_stop_.store(true);
+    e.mu_.lock();
+  });
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  sc_core::sc_report_handler::set_actions(sc_core::SC_WARNING, sc_core::SC_DO_NOTHING);
+}
+
+Engine::~Engine() { stop_idle_advancer(); }
+
+uint64_t Engine::mono_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+uint64_t Engine::now_ps() const { return sc_core::sc_time_stamp().value(); }
+
+void Engine::ensure_started() {
+  if (started_) return;
+  started_ = true;
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);  // end of elaboration, time 0
+}
+
+bool Engine::step() {
+  if (!sc_core::sc_pending_activity()) return false;
+  const sc_core::sc_time d = sc_core::sc_time_to_pending_activity();
+  if (d > sc_core::SC_ZERO_TIME) sc_core::sc_start(d);
+  // sc_start(d) stops before the events due at the new time; run those delta cycles now.
+  do {
+    sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  } while (sc_core::sc_pending_activity_at_current_time());
+  ++steps_;
+  return true;
+}
+
+bool Engine::run_until_visible() {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  uint64_t drain;
+  if (read(efd_, &drain, sizeof drain) < 0) { /* nothing to drain */ }
+  ensure_started();
+  auto& epoch = model::host_visible_epoch();
+  const uint64_t start = epoch.load(std::memory_order_relaxed);
+  bool ran = false;
+  while (epoch.load(std::memory_order_relaxed) == start) {
+    if (!step()) break;
+    ran = true;
+  }
+  return ran;
+}
+
+void Engine::run_until_idle(uint64_t limit_ps) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  ensure_started();
+  while (now_ps() < limit_ps && step()) {
+  }
+}
+
+void Engine::kick() {
+  uint64_t one = 1;
+  if (write(efd_, &one, sizeof one) < 0) { /* counter saturated: already readable */ }
+}
+
+void Engine::start_idle_advancer(uint32_t quiet_us) {
+  if (quiet_us == 0 || idle_.joinable()) return;
+  quiet_us_ = quiet_us;
+  idle_ = std::thread([this] {
+    while (!idle_stop_.load()) {
+      pollfd p{efd_, POLLIN, 0};
+      poll(&p, 1, int(quiet_us_ / 1000 + 1));
+      const uint64_t quiet = mono_ns() - last_call_ns_.load(std::memory_order_relaxed);
+      if (quiet < uint64_t(quiet_us_) * 1000) continue;
+      std::unique_lock<std::recursive_mutex> g(mu_, std::try_to_lock);
+      if (!g.owns_lock()) continue;
+      if (sc_core::sc_pending_activity()) run_until_visible();
+    }
+  });
+  idle_.detach();
+}
+
+void Engine::stop_idle_advancer() { idle_stop_.store(true); }
+
+}  // namespace hcasim::sim

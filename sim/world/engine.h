@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file engine.h
+ * @brief Drives the SystemC kernel for programs that run on wall time.
+ *
+ * Simulated time advances only while a program waits in a verbs call (empty poll_cq, blocking
+ * ibv_get_cq_event, ...) or, as a fallback for programs that wait outside verbs (spinning on
+ * memory, sleeping in poll(2) on the channel fd), after a quiet period with no verbs calls.
+ * Doorbells are stamped with the current simulated time. So a single-threaded program that
+ * waits through verbs calls produces the same simulated history — and the same trace — on
+ * every run.
+ *
+ * The kernel runs on whichever thread needs progress, under one recursive mutex (the model
+ * is only ever touched with it held); interrupt handlers run inside that step.
+ */
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+namespace hcasim::sim {
+
+class Engine {
+ public:
+  static Engine& instance();
+
+  /** @brief The device lock: hold it to touch any model state. */
+  std::recursive_mutex& mutex() { return mu_; }
+
+  /**
+   * @brief Run the simulation until the device wrote host memory or raised an interrupt
+   * (something software can observe), or until nothing is pending. Returns true if anything ran.
+   */
+  bool run_until_visible();
+  /** @brief Run until nothing is pending or simulated time passes @p limit_ps. */
+  void run_until_idle(uint64_t limit_ps = ~0ull);
+  /** @brief A program just issued device work (doorbell): wake waiters. */
+  void kick();
+  /** @brief Readable after kick(); run_until_visible() drains it. */
+  int activity_fd() const { return efd_; }
+  /** @brief Note that a program is active in verbs (resets the quiet-period clock). */
+  void note_call() { last_call_ns_.store(mono_ns(), std::memory_order_relaxed); }
+  uint64_t now_ps() const;
+
+  /**
+   * @brief Start the fallback advancer: after @p quiet_us without verbs calls, advance to the
+   * next visible event. 0 disables it (strictly program-driven time).
+   */
+  void start_idle_advancer(uint32_t quiet_us);
+  void stop_idle_advancer();
+
+  uint64_t steps() const { return steps_; }
+
+ private:
+  Engine();
+  ~Engine();
+  static uint64_t mono_ns();
+  bool step();
+  void ensure_started();
+
+  std::recursive_mutex mu_;
+  int efd_ = -1;
+  bool started_ = false;
+  uint64_t steps_ = 0;
+  std::atomic<uint64_t> last_call_ns_{0};
+  std::thread idle_;
+  std::atomic<bool> idle_stop_{false};
+  uint32_t quiet_us_ = 0;
+};
+
+}  // namespace hcasim::sim
