@@ -35,7 +35,8 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
                  "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> page dma 0x%" PRIx64, what,
                  page, page, at, hw::bte_addr(entry));
   } else if (desc.levels == 2) {
-    const uint64_t per_leaf = psize / 8;
+    // Tables are 4 KiB pages of entries whatever the data page size (the driver builds them so).
+    const uint64_t per_leaf = (1ull << hw::kMinPageShift) / 8;
     uint64_t root_at = desc.bt_root + (page / per_leaf) * 8;
     uint64_t root = 0;
     if (!dma_.read(root_at, &root, 8, qpn, "bt.L1")) return r;

@@ -22,7 +22,7 @@ CqUnit::CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingPr
     : dma_(dma), bt_(bt), eq_(eq), prof_(prof), tracer_(tracer),
       landing_("cqe", [this](Pending& p) { land(p); }) {}
 
-bool CqUnit::create(const hw::Cqc& cqc) { return cqs_.emplace(cqc.cqn, Cq{cqc}).second; }
+bool CqUnit::create(const hw::Cqc& cqc) { return cqs_.emplace(cqc.cqn, Cq{cqc, 0, 0, false, false, false, {}}).second; }
 bool CqUnit::destroy(uint32_t cqn) { return cqs_.erase(cqn) != 0; }
 
 void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only) {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "dma_engine.h"
 
+#include <systemc>
+
 #include <cinttypes>
 #include <cstring>
 
@@ -18,6 +20,17 @@ bool HostMemory::write(uint8_t* hva, const void* src, uint64_t len) {
 std::atomic<uint64_t>& host_visible_epoch() {
   static std::atomic<uint64_t> epoch{0};
   return epoch;
+}
+
+namespace {
+bool g_pause_on_visible = false;  // only touched with the device lock held
+}
+
+void pause_on_visible(bool on) { g_pause_on_visible = on; }
+
+void note_host_visible() {
+  host_visible_epoch().fetch_add(1, std::memory_order_relaxed);
+  if (g_pause_on_visible) sc_core::sc_pause();
 }
 
 bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
@@ -61,9 +74,14 @@ bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn
     uint64_t limit = done < body ? body : len;
     uint64_t n = contig < limit - done ? contig : limit - done;
     if (done >= body) {
-      // The owner byte: publish after everything before it.
-      __atomic_store_n(hva, in[done], __ATOMIC_RELEASE);
+      // The owner byte: publish after everything before it (through the host-memory port when
+      // there is one: the hva may belong to another process).
       n = 1;
+      if (mem_) {
+        if (!mem_->write(hva, in + done, 1)) return false;
+      } else {
+        __atomic_store_n(hva, in[done], __ATOMIC_RELEASE);
+      }
     } else if (mem_) {
       if (!mem_->write(hva, in + done, n)) return false;
     } else {
@@ -72,7 +90,7 @@ bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn
     done += n;
   }
   bytes_written_ += len;
-  host_visible_epoch().fetch_add(1, std::memory_order_relaxed);
+  note_host_visible();
   return true;
 }
 

@@ -32,6 +32,14 @@ class HostMemory {
  * The engine advances the simulation until this changes when a program waits.
  */
 std::atomic<uint64_t>& host_visible_epoch();
+/**
+ * @brief Record a software-visible effect (host-memory write, interrupt). While a waiter has
+ * asked for it (pause_on_visible), it also pauses the kernel at the end of the current delta
+ * cycle, so the wait is a single sc_start() however many timesteps it spans.
+ */
+void note_host_visible();
+/** @brief Make note_host_visible() call sc_pause() (set by the engine around a wait). */
+void pause_on_visible(bool on);
 
 class DmaEngine {
  public:

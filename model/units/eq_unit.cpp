@@ -8,12 +8,12 @@ namespace hcasim::model {
 EqUnit::EqUnit(DmaEngine& dma, BufferTableWalker& bt, const TimingProfile& prof, Tracer& tracer)
     : dma_(dma), bt_(bt), prof_(prof), tracer_(tracer), irq_line_("irq", [this](uint32_t& vec) {
         ++irqs_;
-        host_visible_epoch().fetch_add(1, std::memory_order_relaxed);
+        note_host_visible();
         HCASIM_TRACE(tracer_, Eq, Interrupt, 0xffffffff, "MSI-X vector %u -> driver", vec);
         if (irq_) irq_(vec);
       }) {}
 
-bool EqUnit::create(const hw::Eqc& eqc) { return eqs_.emplace(eqc.eqn, Eq{eqc}).second; }
+bool EqUnit::create(const hw::Eqc& eqc) { return eqs_.emplace(eqc.eqn, Eq{eqc, 0, 0, true, {}}).second; }
 bool EqUnit::destroy(uint32_t eqn) { return eqs_.erase(eqn) != 0; }
 
 void EqUnit::post(uint32_t eqn, hw::EqeType type, uint32_t resource) {

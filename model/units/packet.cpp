@@ -26,6 +26,7 @@ PacketPtr make_packet() {
     pool().pop_back();
   }
   p->len = 0;
+  p->pristine = true;
   p->id = next_id++;
   return PacketPtr(p);
 }

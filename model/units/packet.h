@@ -19,6 +19,13 @@ namespace hcasim::model {
 struct Packet {
   uint32_t len = 0;
   uint64_t id = 0;  ///< world-unique, for tracing
+  /**
+   * True from the moment an HCA built the frame (ICRC included) until anything alters it
+   * (wire corruption clears it). A receiver re-verifies the ICRC only of frames that are not
+   * pristine: recomputing a CRC over bytes nobody changed cannot fail, and it is the single
+   * most expensive step of a simulated packet.
+   */
+  bool pristine = true;
   uint8_t data[wire::max_frame_length(4096)];
 };
 

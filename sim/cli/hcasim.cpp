@@ -8,6 +8,7 @@
 // `run` puts build/lib (where the drop-in libibverbs.so.1 lives) in front of the program's
 // library path, passes the simulation settings in HCASIM_* variables, and returns the
 // program's exit status (128+N if it died of signal N).
+#include <sys/personality.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,7 +38,9 @@ void usage(FILE* f) {
                "  --seed N             simulation seed (default 1)\n"
                "  --idle-us N          advance simulated time after N us without verbs calls\n"
                "                       (for programs that wait outside verbs; 0 = never; default 2000)\n"
-               "  --preload            inject with LD_PRELOAD instead of LD_LIBRARY_PATH\n");
+               "  --preload            inject with LD_PRELOAD instead of LD_LIBRARY_PATH\n"
+               "  --aslr               keep address-space randomisation (by default it is off, so\n"
+               "                       buffer addresses, and so traces, repeat from run to run)\n");
 }
 
 std::string self_dir() {
@@ -66,7 +69,7 @@ int fail(const char* fmt, const char* a = "", const char* b = "") {
 
 int cmd_run(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> env;
-  bool preload = false;
+  bool preload = false, aslr = false;
   int i = 0;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -110,6 +113,8 @@ int cmd_run(int argc, char** argv) {
       env.emplace_back("HCASIM_IDLE_US", v);
     } else if (a == "--preload") {
       preload = true;
+    } else if (a == "--aslr") {
+      aslr = true;
     } else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
@@ -138,6 +143,8 @@ int cmd_run(int argc, char** argv) {
   pid_t pid = fork();
   if (pid < 0) return fail("fork failed: %s", std::strerror(errno));
   if (pid == 0) {
+    // Determinism: the same program and seed give the same trace, addresses included.
+    if (!aslr) personality(ADDR_NO_RANDOMIZE);
     execvp(argv[i], argv + i);
     std::fprintf(stderr, "hcasim: cannot run '%s': %s\n", argv[i], std::strerror(errno));
     _exit(127);

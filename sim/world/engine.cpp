@@ -67,14 +67,14 @@ bool Engine::run_until_visible() {
   uint64_t drain;
   if (read(efd_, &drain, sizeof drain) < 0) { /* nothing to drain */ }
   ensure_started();
-  auto& epoch = model::host_visible_epoch();
-  const uint64_t start = epoch.load(std::memory_order_relaxed);
-  bool ran = false;
-  while (epoch.load(std::memory_order_relaxed) == start) {
-    if (!step()) break;
-    ran = true;
-  }
-  return ran;
+  if (!sc_core::sc_pending_activity()) return false;
+  // One sc_start() runs until the first software-visible effect pauses the kernel at the end
+  // of that delta cycle, or until nothing is left to do.
+  model::pause_on_visible(true);
+  sc_core::sc_start();
+  model::pause_on_visible(false);
+  ++steps_;
+  return true;
 }
 
 void Engine::run_until_idle(uint64_t limit_ps) {

@@ -240,7 +240,8 @@ struct CqDbrec {
  *
  * A queue's pages are described by a page-table-like structure whose root DMA address and level
  * count live in the QPC/CQC/EQC/MKey: 1 level = root is an array of page entries; 2 levels =
- * root entries point to leaf tables (each one page of entries).
+ * root entries point to leaf tables. Table pages are always 4 KiB (512 entries), whatever the
+ * size of the data pages they describe (BufferDesc::log_page_size).
  */
 constexpr uint64_t kBteValid = 1;
 constexpr uint64_t bte_make(uint64_t dma_addr) { return to_be64((dma_addr & ~0xfffull) | kBteValid); }
