@@ -46,9 +46,15 @@ class TimedQueue {
   void push(uint64_t at_ps, T item) {
     uint64_t now = now_ps();
     if (at_ps < now) at_ps = now;
+    const bool earliest = heap_.empty() || at_ps < heap_.top().at;
     heap_.push(Entry{at_ps, seq_++, std::move(item)});
-    // sc_event keeps the earliest pending notification, so notifying an earlier time wins.
-    wake_.notify(sc_core::sc_time::from_value(at_ps - now));
+    // Only a new earliest item moves the wake-up; re-notifying for later ones would leave
+    // cancelled timed notifications for the kernel to sift through.
+    if (earliest && !(armed_ && armed_at_ <= at_ps)) {
+      wake_.notify(sc_core::sc_time::from_value(at_ps - now));
+      armed_ = true;
+      armed_at_ = at_ps;
+    }
   }
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
@@ -62,19 +68,26 @@ class TimedQueue {
   };
 
   void run() {
+    armed_ = false;
     uint64_t now = now_ps();
     while (!heap_.empty() && heap_.top().at <= now) {
       T item = std::move(heap_.top().item);
       heap_.pop();
       handler_(item);
     }
-    if (!heap_.empty()) wake_.notify(sc_core::sc_time::from_value(heap_.top().at - now));
+    if (!heap_.empty()) {
+      wake_.notify(sc_core::sc_time::from_value(heap_.top().at - now));
+      armed_ = true;
+      armed_at_ = heap_.top().at;
+    }
   }
 
   Handler handler_;
   sc_core::sc_event wake_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap_;
   uint64_t seq_ = 0;
+  bool armed_ = false;     ///< wake_ has a pending notification ...
+  uint64_t armed_at_ = 0;  ///< ... for this time
 };
 
 }  // namespace hcasim::model
