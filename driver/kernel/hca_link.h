@@ -43,7 +43,10 @@ class HcaLink {
 
   /** @brief Driver-side trace (post_send, poll_cq): true if tracing is on. */
   virtual bool trace_on() const = 0;
-  virtual void trace(uint32_t qpn, bool has_wr, uint64_t wr_id, const char* text) = 0;
+  /** @brief What a driver trace line is about. */
+  enum class TraceWhat { Post, Interrupt };
+  virtual void trace(uint32_t qpn, bool has_wr, uint64_t wr_id, const char* text,
+                     TraceWhat what = TraceWhat::Post) = 0;
 };
 
 /** @brief Where device links come from: the simulator registers an enumerator at load time. */

@@ -2,6 +2,7 @@
 #include "kernel_device.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -72,6 +73,13 @@ void KernelDevice::isr(uint32_t /*vector*/) {
     ++eq_ci_;
     const uint32_t res = hw::from_be32(eqe.resource);
     const auto type = hw::EqeType(eqe.type);
+    if (link_.trace_on()) {
+      char buf[96];
+      snprintf(buf, sizeof buf, "ISR: EQ %u EQE[%u] type=0x%02x resource=0x%x -> %s", eqn_,
+               (eq_ci_ - 1) & (size - 1), unsigned(eqe.type), res,
+               type == hw::EqeType::Completion ? "completion channel fd" : "async event fd");
+      link_.trace(0xffffffff, false, 0, buf, HcaLink::TraceWhat::Interrupt);
+    }
     std::lock_guard<std::mutex> g(mu_);
     if (type == hw::EqeType::Completion) {
       auto it = cqs_.find(res);
