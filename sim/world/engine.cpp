@@ -16,6 +16,9 @@ int sc_main(int, char**) { return 1; }
 
 namespace hcasim::sim {
 
+/// Longest simulated time one wait may advance without a software-visible effect (100 us).
+constexpr uint64_t kWaitQuantumPs = 100'000'000;
+
 Engine& Engine::instance() {
   static Engine* e = new Engine;  // never destroyed: other threads may still be in verbs at exit
   return *e;
@@ -69,9 +72,11 @@ bool Engine::run_until_visible() {
   ensure_started();
   if (!sc_core::sc_pending_activity()) return false;
   // One sc_start() runs until the first software-visible effect pauses the kernel at the end
-  // of that delta cycle, or until nothing is left to do.
+  // of that delta cycle, until nothing is left to do (starvation: time does not jump), or for
+  // at most one wait quantum of simulated time: a device retrying forever (RNR retry 7, a lost
+  // peer) shows nothing to software, and the program must get control back to decide.
   model::pause_on_visible(true);
-  sc_core::sc_start();
+  sc_core::sc_start(sc_core::sc_time::from_value(kWaitQuantumPs), sc_core::SC_EXIT_ON_STARVATION);
   model::pause_on_visible(false);
   ++steps_;
   return true;
@@ -97,7 +102,13 @@ void Engine::start_idle_advancer(uint32_t quiet_us) {
       pollfd p{efd_, POLLIN, 0};
       poll(&p, 1, int(quiet_us_ / 1000 + 1));
       const uint64_t quiet = mono_ns() - last_call_ns_.load(std::memory_order_relaxed);
-      if (quiet < uint64_t(quiet_us_) * 1000) continue;
+      if (quiet < uint64_t(quiet_us_) * 1000) {
+        // Not quiet yet: sleep out the rest of the period. (poll() returns at once while the
+        // activity fd is readable, and programs that keep calling verbs never let it drain
+        // for long: without this the thread spins a whole core.)
+        std::this_thread::sleep_for(std::chrono::nanoseconds(uint64_t(quiet_us_) * 1000 - quiet));
+        continue;
+      }
       std::unique_lock<std::recursive_mutex> g(mu_, std::try_to_lock);
       if (!g.owns_lock()) continue;
       if (sc_core::sc_pending_activity()) run_until_visible();
