@@ -146,7 +146,7 @@ int query_device(ibv_context* context, ibv_device_attr* a) {
   a->max_qp_rd_atom = int(cp.max_qp_rd_atom);
   a->max_qp_init_rd_atom = int(cp.max_qp_init_rd_atom);
   a->max_res_rd_atom = int(cp.max_qp_rd_atom * cp.max_qp);
-  a->atomic_cap = IBV_ATOMIC_NONE;
+  a->atomic_cap = ibv_atomic_cap(cp.atomic_cap);
   a->max_srq = int(cp.max_srq);
   a->max_srq_wr = int(cp.max_srq_wr);
   a->max_srq_sge = int(cp.max_srq_sge);

@@ -254,6 +254,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   in.timeout = attr->timeout;
   in.retry_cnt = attr->retry_cnt;
   in.rnr_retry = attr->rnr_retry;
+  in.sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify ? 1 : 0;
   hw::CmdMailbox mb{};
   mb.opcode = uint16_t(hw::CmdOpcode::ModifyQp);
   mb.arg0 = q->qpn;
@@ -365,7 +366,9 @@ static bool wqe_opcode(ibv_wr_opcode op, hw::WqeOpcode& out) {
     case IBV_WR_RDMA_WRITE: out = hw::WqeOpcode::RdmaWrite; return true;
     case IBV_WR_RDMA_WRITE_WITH_IMM: out = hw::WqeOpcode::RdmaWriteImm; return true;
     case IBV_WR_RDMA_READ: out = hw::WqeOpcode::RdmaRead; return true;
-    default: return false;  // atomics, bind, invalidate, TSO: not yet
+    case IBV_WR_ATOMIC_CMP_AND_SWP: out = hw::WqeOpcode::AtomicCmpSwap; return true;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: out = hw::WqeOpcode::AtomicFetchAdd; return true;
+    default: return false;  // bind, invalidate, TSO: not modelled
   }
 }
 
@@ -386,7 +389,13 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
       err = EINVAL;
       break;
     }
-    const bool inl = (wr->send_flags & IBV_SEND_INLINE) && op != hw::WqeOpcode::RdmaRead;
+    const bool atomic = op == hw::WqeOpcode::AtomicCmpSwap || op == hw::WqeOpcode::AtomicFetchAdd;
+    // ibv_post_send(3): an atomic returns the original 8 bytes into exactly one 8-byte SGE.
+    if (atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8)) {
+      err = EINVAL;
+      break;
+    }
+    const bool inl = (wr->send_flags & IBV_SEND_INLINE) && op != hw::WqeOpcode::RdmaRead && !atomic;
     if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_send_sge) {
       err = EINVAL;
       break;
@@ -402,7 +411,14 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     // Build the WQE in a staging area, then copy its WQEBBs into the ring (which may wrap).
     uint8_t wqe[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock] = {};
     uint32_t seg = 1;
-    if (op != hw::WqeOpcode::Send && op != hw::WqeOpcode::SendImm) {
+    if (atomic) {
+      hw::RaddrSeg r{hw::to_be64(wr->wr.atomic.remote_addr), hw::to_be32(wr->wr.atomic.rkey), 0};
+      std::memcpy(wqe + 16 * seg++, &r, sizeof r);
+      const bool cas = op == hw::WqeOpcode::AtomicCmpSwap;
+      hw::AtomicSeg as{hw::to_be64(cas ? wr->wr.atomic.swap : wr->wr.atomic.compare_add),
+                       hw::to_be64(cas ? wr->wr.atomic.compare_add : 0)};
+      std::memcpy(wqe + 16 * seg++, &as, sizeof as);
+    } else if (op != hw::WqeOpcode::Send && op != hw::WqeOpcode::SendImm) {
       hw::RaddrSeg r{hw::to_be64(wr->wr.rdma.remote_addr), hw::to_be32(wr->wr.rdma.rkey), 0};
       std::memcpy(wqe + 16 * seg++, &r, sizeof r);
     }
@@ -493,7 +509,16 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     ++q->rq_head;
   }
   if (err && bad) *bad = wr;
-  if (q->rq_head != start) __atomic_store_n(&q->dbrec->rq_counter, hw::to_be32(q->rq_head), __ATOMIC_RELEASE);
+  if (q->rq_head != start) {
+    __atomic_store_n(&q->dbrec->rq_counter, hw::to_be32(q->rq_head), __ATOMIC_RELEASE);
+    // Receives posted to a QP in ERR complete with a flush error (IBTA 10.3.1). The HCA reads
+    // the RQ doorbell record only when a request arrives, which never happens in ERR: ring the
+    // SQ doorbell (same producer index) so it looks at the QP and flushes them.
+    if (ibqp->state == IBV_QPS_ERR) {
+      const uint16_t sq_pi = uint16_t(hw::from_be32(__atomic_load_n(&q->dbrec->sq_counter, __ATOMIC_ACQUIRE)));
+      link.mmio_write64(hw::kUarSqDoorbell, hw::sq_doorbell_value(q->qpn, sq_pi));
+    }
+  }
   return err;
 }
 

@@ -49,6 +49,8 @@ hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc
   if (mask & IBV_QP_RQ_PSN) qp.epsn = q.rq_psn;
   if (mask & IBV_QP_SQ_PSN) qp.next_psn = q.sq_psn;
   if (mask & IBV_QP_RNR_RETRY) qp.rnr_left = q.rnr_retry;
+  if (mask & IBV_QP_RETRY_CNT) qp.retry_left = q.retry_cnt;
+  if (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) q.sqd_notify = in.sqd_notify;
   if (to == hw::QpState::Reset && from != hw::QpState::Reset) {
     // Back to RESET: the hardware forgets all running state; rings restart at 0.
     hw::Qpc keep = q;

@@ -17,6 +17,29 @@ static const char* cqe_opcode_name(hw::CqeOpcode op) {
   }
 }
 
+// Typed trace fields (built only when tracing is on).
+template <typename CqT>
+static TraceFields arm_fields(uint32_t cqn, const CqT& cq, uint32_t ci = kTraceNone, uint16_t extra = 0) {
+  TraceFields f;
+  f.queue = cqn;
+  f.index = ci;
+  f.flags = uint16_t(extra | (cq.armed ? kTfArmed : 0) | (cq.armed && cq.solicited_only ? kTfArmSolicited : 0));
+  return f;
+}
+
+static TraceFields cqe_fields(uint32_t cqn, uint32_t pi_after, const CqeInfo& in) {
+  TraceFields f;
+  f.queue = cqn;
+  f.index = pi_after;
+  f.wqe = in.wqe_counter;
+  f.opcode = uint16_t(in.opcode);
+  f.count = in.byte_cnt;
+  const bool recv = in.opcode != hw::CqeOpcode::Req && in.opcode != hw::CqeOpcode::ReqErr;
+  f.flags = uint16_t((recv ? kTfRq : 0) | ((in.flags & hw::kCqeSolicited) ? kTfSolicited : 0) |
+                     (in.syndrome != hw::CqeSyndrome::Ok ? kTfError : 0));
+  return f;
+}
+
 CqUnit::CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingProfile& prof,
                Tracer& tracer)
     : dma_(dma), bt_(bt), eq_(eq), prof_(prof), tracer_(tracer),
@@ -37,8 +60,8 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only) {
     cq.solicited_only = false;  // "next" upgrades a pending "solicited only"; never the reverse
   }
   cq.ci_seen = ci;
-  HCASIM_TRACE(tracer_, Cq, CqArm, 0xffffffff, "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn,
-               ci, solicited_only ? "solicited" : "next", was,
+  HCASIM_TRACE_F(tracer_, Cq, CqArm, 0xffffffff, arm_fields(cqn, cq, ci),
+                 "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci, solicited_only ? "solicited" : "next", was,
                cq.solicited_only ? "solicited" : "next");
 }
 
@@ -62,10 +85,13 @@ void CqUnit::land(Pending& p) {
     if (cq.ci_seen > cq.pi) cq.ci_seen -= 0x1000000;
     if (cq.pi - cq.ci_seen >= size) {
       ++overflows_;
-      cq.overflowed = true;
       HCASIM_TRACE(tracer_, Cq, Error, in.qpn, "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)",
                    p.cqn, cq.pi, cq.ci_seen, size);
-      eq_.post(cq.cqc.eqn, hw::EqeType::CqError, p.cqn);
+      if (!cq.overflowed) {  // report once; the CQ is in error from now on
+        cq.overflowed = true;
+        eq_.post(cq.cqc.eqn, hw::EqeType::CqError, p.cqn);
+        if (on_overflow_) on_overflow_(p.cqn);
+      }
       return;
     }
   }
@@ -84,7 +110,7 @@ void CqUnit::land(Pending& p) {
   const uint32_t index = cq.pi & (size - 1);
   BtResult t = bt_.translate(cq.cqc.buf, uint64_t(index) * hw::kCqeSize, cq.cursor, in.qpn, "cq");
   if (!t.ok) return;
-  HCASIM_TRACE(tracer_, Cq, CqeWrite, in.qpn,
+  HCASIM_TRACE_F(tracer_, Cq, CqeWrite, in.qpn, cqe_fields(p.cqn, cq.pi + 1, in),
                "CQ %u CQE[%u] %s wqe=%u len=%u%s status=0x%02x owner=%u", p.cqn, index,
                cqe_opcode_name(in.opcode), in.wqe_counter, in.byte_cnt,
                (in.flags & hw::kCqeWithImm) ? " +imm" : "", unsigned(in.syndrome), owner);
@@ -97,16 +123,17 @@ void CqUnit::land(Pending& p) {
   const bool is_recv = in.opcode != hw::CqeOpcode::Req && in.opcode != hw::CqeOpcode::ReqErr;
   const bool solicited = is_recv && (in.flags & hw::kCqeSolicited);
   if (!cq.armed) {
-    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, "CQ %u no event: not armed", p.cqn);
+    HCASIM_TRACE_F(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq), "CQ %u no event: not armed", p.cqn);
     return;
   }
   if (cq.solicited_only && !solicited && !is_error) {
-    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn,
+    HCASIM_TRACE_F(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq),
                  "CQ %u no event: armed solicited-only and this CQE is %s", p.cqn,
                  is_recv ? "an unsolicited receive" : "a send completion");
     return;
   }
-  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, "CQ %u EVENT: armed %s, CQE is %s -> EQ %u",
+  HCASIM_TRACE_F(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq, kTraceNone, kTfEvent),
+                 "CQ %u EVENT: armed %s, CQE is %s -> EQ %u",
                p.cqn, cq.solicited_only ? "solicited-only" : "next",
                is_error ? "an error" : solicited ? "a solicited receive" : "any completion",
                cq.cqc.eqn);

@@ -41,6 +41,13 @@ class CqUnit {
   bool create(const hw::Cqc& cqc);
   bool destroy(uint32_t cqn);
   bool exists(uint32_t cqn) const { return cqs_.count(cqn) != 0; }
+  /** @brief The EQ a CQ reports to (0 if no such CQ). */
+  uint32_t eqn_of(uint32_t cqn) const {
+    auto it = cqs_.find(cqn);
+    return it == cqs_.end() ? 0 : it->second.cqc.eqn;
+  }
+  /** @brief Called once when a CQ overflows (the HCA moves its QPs to ERR). */
+  void set_overflow_handler(std::function<void(uint32_t cqn)> h) { on_overflow_ = std::move(h); }
   /** @brief The CQ arm doorbell. */
   void arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only);
   /** @brief Queue a CQE; it lands in host memory after the PCIe write latency. */
@@ -49,6 +56,22 @@ class CqUnit {
   uint64_t cqes() const { return cqes_; }
   uint64_t events() const { return events_; }
   uint64_t overflows() const { return overflows_; }
+
+  /** @brief Read-only state of one CQ, for inspection (step mode). */
+  struct CqView {
+    hw::Cqc cqc;
+    uint32_t pi;       ///< CQEs written (producer counter)
+    uint32_t ci_seen;  ///< consumer index from the last arm doorbell / doorbell-record read
+    bool armed, solicited_only, overflowed;
+    BufferCursor cursor;
+  };
+  bool peek(uint32_t cqn, CqView& out) const {
+    auto it = cqs_.find(cqn);
+    if (it == cqs_.end()) return false;
+    const Cq& c = it->second;
+    out = CqView{c.cqc, c.pi, c.ci_seen, c.armed, c.solicited_only, c.overflowed, c.cursor};
+    return true;
+  }
 
  private:
   struct Cq {
@@ -73,6 +96,7 @@ class CqUnit {
   Tracer& tracer_;
   std::unordered_map<uint32_t, Cq> cqs_;
   TimedQueue<Pending> landing_;
+  std::function<void(uint32_t)> on_overflow_;
   uint64_t cqes_ = 0, events_ = 0, overflows_ = 0;
 };
 

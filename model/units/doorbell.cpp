@@ -18,16 +18,17 @@ void DoorbellUnit::land(Write& w) {
     case hw::kUarSqDoorbell: {
       const uint32_t qpn = uint32_t(w.value >> 32) & hw::kQpnMask;
       const uint16_t pi = uint16_t(w.value);
-      HCASIM_TRACE(c_.tracer, Doorbell, Doorbell, qpn, "UAR+0x%03x SQ doorbell: qpn=0x%x producer=%u",
-                   w.offset, qpn, pi);
+      HCASIM_TRACE_F(c_.tracer, Doorbell, Doorbell, qpn, [&] { TraceFields f; f.index = pi; return f; }(),
+                     "UAR+0x%03x SQ doorbell: qpn=0x%x producer=%u", w.offset, qpn, pi);
       req_.doorbell(qpn, pi);
       return;
     }
     case hw::kUarCqArm: {
       const uint32_t cqn = uint32_t(w.value) & 0xffffff;
       const uint32_t hi = uint32_t(w.value >> 32);
-      HCASIM_TRACE(c_.tracer, Doorbell, Doorbell, 0xffffffff, "UAR+0x%03x CQ arm doorbell: cqn=%u",
-                   w.offset, cqn);
+      HCASIM_TRACE_F(c_.tracer, Doorbell, Doorbell, 0xffffffff,
+                     [&] { TraceFields f; f.queue = cqn; f.index = hi & 0xffffff; return f; }(),
+                     "UAR+0x%03x CQ arm doorbell: cqn=%u", w.offset, cqn);
       c_.cq.arm(cqn, hi & 0xffffff, hi >> 28, (hi >> 24) & 1);
       return;
     }

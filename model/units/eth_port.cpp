@@ -47,12 +47,25 @@ void EthPort::describe(const char* dir, const Packet& pkt) {
 
 void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) { txq_.push(ready_ps, std::move(pkt)); }
 
-void EthPort::start_tx(PacketPtr& pkt) {
+void EthPort::start_tx(PacketPtr& item) {
+  // Frames leave in the order they became ready. A frame that finds the transmitter busy waits
+  // in ready_ (it must not be re-queued by time: a later frame due exactly when the transmitter
+  // frees up would overtake it and reorder a QP's PSNs).
+  if (item)
+    ready_.push_back(std::move(item));
+  else
+    wake_armed_ = false;  // the "transmitter free" wake-up
   const uint64_t now = now_ps();
-  if (busy_until_ > now) {  // the transmitter is still sending an earlier frame
-    txq_.push(busy_until_, std::move(pkt));
+  if (ready_.empty()) return;
+  if (busy_until_ > now) {
+    if (!wake_armed_) {
+      wake_armed_ = true;
+      txq_.push(busy_until_, PacketPtr{});
+    }
     return;
   }
+  PacketPtr pkt = std::move(ready_.front());
+  ready_.pop_front();
   const uint64_t end = now + prof_.wire_ps(pkt->len);
   busy_until_ = end;
   ++tx_pkts_;
@@ -65,6 +78,10 @@ void EthPort::start_tx(PacketPtr& pkt) {
     wire_->carry(std::move(pkt), end);
   } else {
     ++drops_;
+  }
+  if (!ready_.empty() && !wake_armed_) {
+    wake_armed_ = true;
+    txq_.push(busy_until_, PacketPtr{});
   }
 }
 

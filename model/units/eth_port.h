@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 
 #include "packet.h"
@@ -61,8 +62,10 @@ class EthPort : public PacketReceiver {
   WireSide* wire_ = nullptr;
   RxHandler rx_;
   Tap tap_;
-  TimedQueue<PacketPtr> txq_;
+  TimedQueue<PacketPtr> txq_;  ///< frames by ready time; an empty PacketPtr is a "transmitter free" wake-up
   TimedQueue<PacketPtr> loopback_;
+  std::deque<PacketPtr> ready_;  ///< ready frames waiting for the transmitter, in ready order (FIFO)
+  bool wake_armed_ = false;      ///< a wake-up is queued for busy_until_
   uint64_t busy_until_ = 0;
   uint64_t tx_pkts_ = 0, rx_pkts_ = 0, tx_bytes_ = 0, rx_bytes_ = 0, drops_ = 0;
 };

@@ -2,6 +2,7 @@
 #include "hca.h"
 
 #include <cstring>
+#include <vector>
 
 namespace hcasim::model {
 
@@ -21,6 +22,7 @@ hw::HcaCaps Hca::default_caps(const TimingProfile& prof, const HcaIdentity& id) 
   c.max_mr_size = ~0ull;
   c.max_pd = 1 << 16;
   c.max_qp_rd_atom = 16;
+  c.atomic_cap = 1;  // IBV_ATOMIC_HCA
   c.max_qp_init_rd_atom = 16;
   c.max_inline_data = kMaxInline;
   c.max_srq = 0;
@@ -43,20 +45,39 @@ Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
   tracer_.attach(sink, id.index);
   core_.to_error = [this](QpContext& qp, const char* why) { to_error(qp, why); };
   core_.port.set_rx_handler([this](PacketPtr p) { on_rx(std::move(p)); });
+  // IBTA 11.6.2: a CQ overflow is a CQ error; the QPs completing into it can no longer work.
+  core_.cq.set_overflow_handler([this](uint32_t cqn) {
+    std::vector<QpContext*> hit;
+    core_.qpc.for_each([&](QpContext& qp) {
+      if (qp.qpc.send_cqn == cqn || qp.qpc.recv_cqn == cqn) hit.push_back(&qp);
+    });
+    for (QpContext* qp : hit) {
+      core_.eq.post(core_.cq.eqn_of(qp->qpc.send_cqn), hw::EqeType::WqCatastrophic, qp->qpc.qpn);
+      to_error(*qp, "CQ overflow");
+    }
+  });
 }
 
 void Hca::to_error(QpContext& qp, const char* why) {
-  if (hw::QpState(qp.qpc.state) == hw::QpState::Err) return;
-  HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, "QP 0x%x -> ERR (%s)", qp.qpc.qpn, why);
-  qp.qpc.state = uint8_t(hw::QpState::Err);
+  // Already in ERR: flush again. Work posted to a QP in ERR completes with a flush error
+  // (IBTA 10.3.1; what ib_drain_rq/ib_drain_sq rely on), so a doorbell there lands here.
+  if (hw::QpState(qp.qpc.state) != hw::QpState::Err) {
+    HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, "QP 0x%x -> ERR (%s)", qp.qpc.qpn, why);
+    qp.qpc.state = uint8_t(hw::QpState::Err);
+  }
   req_.flush(qp);
   resp_.flush(qp);
 }
 
 void Hca::on_state(QpContext& qp, hw::QpState from) {
-  if (hw::QpState(qp.qpc.state) == hw::QpState::Err && from != hw::QpState::Err) {
+  const auto to = hw::QpState(qp.qpc.state);
+  if (to == hw::QpState::Err && from != hw::QpState::Err) {
     req_.flush(qp);
     resp_.flush(qp);
+  }
+  if (to == hw::QpState::Sqd && from != hw::QpState::Sqd) {
+    qp.sqd_notify = qp.qpc.sqd_notify != 0;
+    req_.drained_check(qp);
   }
 }
 
@@ -67,7 +88,7 @@ void Hca::drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_
 
 void Hca::on_rx(PacketPtr pkt) {
   wire::ParsedFrame f;
-  const wire::ParseError e = wire::parse_frame(pkt->data, pkt->len, f, true);
+  const wire::ParseError e = wire::parse_frame(pkt->data, pkt->len, f, !pkt->pristine);
   if (e != wire::ParseError::Ok) {
     ++rx_dropped_;
     HCASIM_TRACE(tracer_, Port, Error, 0xffffffff, "frame dropped: %s", wire::parse_error_name(e));

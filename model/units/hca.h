@@ -49,6 +49,8 @@ class Hca {
   }
   Tracer& tracer() { return tracer_; }
   HcaStats stats() const;
+  /** @brief Read-only view of the units (step-mode inspection, per-QP stats). */
+  const HcaCore& core() const { return core_; }
   /** @brief Test hook: drop the next @p n received frames for which @p pred is true. */
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <unordered_map>
 
 #include "cq_unit.h"
 #include "eth_port.h"
@@ -54,8 +55,24 @@ struct HcaCore {
   bool headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn, wire::Headers& h);
   /** @brief Build a frame and queue it on the port at @p ready_ps. */
   void send_frame(const wire::Headers& h, const void* payload, uint32_t len, uint64_t ready_ps);
+  /**
+   * @brief Ready time for the next frame of one stream (a QP's requests, or its responses):
+   * never earlier than the stream's previous frame. The port sends frames in ready-time order,
+   * so this keeps each stream in PSN order (IBTA 9.5: requests, and responses, in PSN order)
+   * even when a later frame is quicker to build (an ACK after a READ response, a short WQE
+   * after a long one).
+   */
+  uint64_t stream_ready(uint32_t qpn, bool responses, uint64_t ready_ps) {
+    uint64_t& last = stream_last_[(uint64_t(qpn) << 1) | (responses ? 1 : 0)];
+    if (ready_ps < last) ready_ps = last;
+    last = ready_ps;
+    return ready_ps;
+  }
   /** @brief Path MTU of a QP in bytes. */
   static uint32_t mtu_of(const QpContext& qp) { return 1u << qp.qpc.path_mtu_log; }
+
+ private:
+  std::unordered_map<uint64_t, uint64_t> stream_last_;  ///< (qpn << 1 | responses) -> last ready time
 };
 
 }  // namespace hcasim::model

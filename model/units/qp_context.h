@@ -50,6 +50,7 @@ struct InflightMsg {
   uint32_t read_bytes = 0;  ///< READ: response bytes placed so far
   bool sent = false;        ///< every request packet transmitted at least once
   hw::CqeSyndrome local_error = hw::CqeSyndrome::Ok;  ///< failed locally; completes in order
+  bool responded = false;   ///< READ/atomic: its response (all of it) arrived
 };
 
 /** @brief Receive WQE being filled by an incoming SEND. */
@@ -69,6 +70,8 @@ struct QpContext {
   std::deque<SendWqe> fetched;       ///< fetched, waiting for decode
   std::deque<InflightMsg> inflight;  ///< decoded, not yet completed
   uint8_t rnr_left = 0;              ///< RNR retries left (7 = infinite)
+  uint8_t retry_left = 0;            ///< transport retries left after a local ACK timeout
+  bool sqd_notify = false;           ///< entered SQD with async notify: report SQ drained
   size_t tx_msg = 0;   ///< transmit cursor: message index into inflight
   uint32_t tx_pkt = 0; ///< and packet within it
   uint32_t next_psn = 0;
@@ -86,6 +89,15 @@ struct QpContext {
   uint32_t write_len = 0;   ///< RETH DMA length of the WRITE in progress
   uint32_t write_done = 0;
   bool nak_pending = false; ///< a PSN sequence error NAK was sent; stay quiet until the resend
+  bool comm_est = false;    ///< communication-established event already raised
+  /** Atomic results by PSN, so a duplicate atomic is answered again, not executed twice. */
+  struct AtomicReplay {
+    uint32_t psn;
+    uint64_t orig;
+    bool valid;
+  };
+  AtomicReplay atomic_replay[16] = {};
+  uint32_t atomic_replay_next = 0;
   BufferCursor rq_cursor;
 };
 

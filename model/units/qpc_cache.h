@@ -41,6 +41,18 @@ class QpcCache {
   void for_each(F&& f) {
     for (auto& [n, qp] : table_) f(*qp);
   }
+  /** @brief Read-only access for inspection: no cache effect, no trace, no counters. */
+  const QpContext* peek(uint32_t qpn) const {
+    auto t = table_.find(qpn);
+    return t == table_.end() ? nullptr : t->second.get();
+  }
+  /** @brief The QP's context is in the cache now. */
+  bool is_cached(uint32_t qpn) const { return cached_.count(qpn) != 0; }
+  /** @brief Every QP's context, read-only (in no particular order). */
+  template <typename F>
+  void for_each(F&& f) const {
+    for (auto& [n, qp] : table_) f(static_cast<const QpContext&>(*qp));
+  }
 
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }

@@ -33,9 +33,17 @@ bool message_kind(hw::WqeOpcode op, wire::MessageKind& k) {
 
 uint32_t last_psn(const InflightMsg& m) { return wire::psn_add(m.first_psn, int64_t(m.npkts) - 1); }
 
+bool is_atomic(hw::WqeOpcode op) {
+  return op == hw::WqeOpcode::AtomicCmpSwap || op == hw::WqeOpcode::AtomicFetchAdd;
+}
+/** READs and atomics complete on their response, not on an ACK. */
+bool needs_response(const InflightMsg& m) { return m.w.op == hw::WqeOpcode::RdmaRead || is_atomic(m.w.op); }
+
 }  // namespace
 
-Requester::Requester(HcaCore& core) : c_(core), jobs_("requester", [this](Job& j) { run(j); }) {}
+Requester::Requester(HcaCore& core)
+    : c_(core), jobs_("requester", [this](Job& j) { run(j); }),
+      ack_timer_("ack_timer", [this](uint32_t qpn) { on_timeout(qpn); }) {}
 
 void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps) {
   jobs_.push(at_ps, Job{qp.qpc.qpn, stage});
@@ -52,13 +60,16 @@ void Requester::run(Job& job) {
   QpContext* qp = c_.qpc.find(job.qpn);
   if (!qp) return;
   const auto st = hw::QpState(qp->qpc.state);
-  if (st == hw::QpState::Err) {
-    flush(*qp);
+  if (st == hw::QpState::Err) {  // flush what was posted since: send and receive queue
+    c_.to_error(*qp, "doorbell in ERR");
     return;
   }
   if (st != hw::QpState::Rts && st != hw::QpState::Sqd) return;
   switch (job.stage) {
-    case Stage::Fetch: fetch(*qp); break;
+    case Stage::Fetch:
+      if (st == hw::QpState::Sqd) return;  // SQD: finish what started, begin nothing new
+      fetch(*qp);
+      break;
     case Stage::Decode: decode(*qp); break;
     case Stage::Tx: tx(*qp); break;
   }
@@ -182,8 +193,9 @@ void Requester::decode(QpContext& qp) {
       m.npkts = wire::plan_segments(kind, m.w.length, mtu).num_packets;
     } else if (m.w.op == hw::WqeOpcode::Nop) {
       m.npkts = 0;
+    } else if (is_atomic(m.w.op) && m.w.nsge == 1 && m.w.length == 8) {
+      m.npkts = 1;
     } else {
-      // Atomics arrive with the RC semantics issue; until then they are a local error.
       qp.inflight.push_back(m);
       HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, "WQE %u: unsupported opcode 0x%02x",
                    m.w.index, unsigned(m.w.op));
@@ -242,9 +254,22 @@ void Requester::tx(QpContext& qp) {
       continue;
     }
     const bool is_read = m.w.op == hw::WqeOpcode::RdmaRead;
+    const bool atomic = is_atomic(m.w.op);
+    if (is_read || atomic) {
+      // ibv_modify_qp(3) max_rd_atomic: READs/atomics outstanding at the responder at once.
+      uint32_t outstanding = 0;
+      for (size_t i = 0; i < qp.tx_msg; ++i)
+        if (needs_response(qp.inflight[i]) && !qp.inflight[i].responded) ++outstanding;
+      const uint32_t limit = qp.qpc.max_rd_atomic ? qp.qpc.max_rd_atomic : 1;
+      if (outstanding >= limit) {
+        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn,
+                     "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
+        break;  // resumes when a response arrives
+      }
+    }
     if (qp.tx_pkt == 0 && !m.sent) {
-      // Local protection checks on the whole gather (or, for READ, scatter) list.
-      const uint32_t need = is_read ? hw::kAccessLocalWrite : 0;
+      // Local protection checks on the whole gather (or, for READ/atomic, scatter) list.
+      const uint32_t need = (is_read || atomic) ? hw::kAccessLocalWrite : 0;
       for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
         const Sge& s = m.w.sge[i];
         if (c_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok)
@@ -257,6 +282,8 @@ void Requester::tx(QpContext& qp) {
     wire::MessageKind kind;
     if (is_read) {
       op = wire::BthOpcode::RDMA_READ_REQUEST;
+    } else if (atomic) {
+      op = m.w.op == hw::WqeOpcode::AtomicCmpSwap ? wire::BthOpcode::COMPARE_SWAP : wire::BthOpcode::FETCH_ADD;
     } else {
       message_kind(m.w.op, kind);
       wire::Segment s = wire::plan_segments(kind, m.w.length, mtu).segment(qp.tx_pkt);
@@ -277,6 +304,12 @@ void Requester::tx(QpContext& qp) {
       h.reth.dma_len = m.w.length;
     }
     if (wire::has_imm(op)) h.imm_data = m.w.imm;
+    if (atomic) {
+      h.atomic_eth.va = m.w.raddr;
+      h.atomic_eth.rkey = m.w.rkey;
+      h.atomic_eth.swap_add = m.w.swap_add;
+      h.atomic_eth.compare = m.w.compare;
+    }
     PacketPtr pkt = make_packet();
     uint8_t* slot = pkt->data + wire::header_length(h);
     if (len && !gather(qp, m, off, len, slot))
@@ -289,13 +322,53 @@ void Requester::tx(QpContext& qp) {
       HCASIM_TRACE(c_.tracer, Requester, PktTx, qp.qpc.qpn,
                    "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
                    qp.qpc.dest_qpn, psn);
-    c_.port.transmit(std::move(pkt), ready);
-    if (is_read || ++qp.tx_pkt >= m.npkts) {
+    c_.port.transmit(std::move(pkt), c_.stream_ready(qp.qpc.qpn, false, ready));
+    if (is_read || atomic || ++qp.tx_pkt >= m.npkts) {
       m.sent = true;
       ++qp.tx_msg;
       qp.tx_pkt = 0;
     }
+    if (!ack_timer_.armed(qp.qpc.qpn)) restart_timer(qp);
   }
+}
+
+void Requester::restart_timer(QpContext& qp) {
+  const uint64_t t_ns = wire::ack_timeout_ns(qp.qpc.timeout);
+  bool outstanding = false;
+  for (const auto& m : qp.inflight) outstanding = outstanding || m.sent;
+  if (t_ns == 0 || !outstanding || hw::QpState(qp.qpc.state) == hw::QpState::Err) {
+    ack_timer_.cancel(qp.qpc.qpn);
+    return;
+  }
+  ack_timer_.arm(qp.qpc.qpn, now_ps() + t_ns * 1000);
+}
+
+void Requester::on_timeout(uint32_t qpn) {
+  QpContext* qp = c_.qpc.find(qpn);
+  if (!qp || qp->inflight.empty() || hw::QpState(qp->qpc.state) == hw::QpState::Err) return;
+  InflightMsg& front = qp->inflight.front();
+  if (qp->retry_left == 0) {
+    HCASIM_TRACE(c_.tracer, Requester, Error, qpn, "local ACK timeout: retries exhausted");
+    qp->tx_msg = 0;
+    return fail_front(*qp, hw::CqeSyndrome::TransportRetryExcErr, "transport retries exhausted");
+  }
+  --qp->retry_left;
+  HCASIM_TRACE(c_.tracer, Requester, Retransmit, qpn, "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
+               double(wire::ack_timeout_ns(qp->qpc.timeout)) / 1000.0, front.first_psn, unsigned(qp->retry_left));
+  // A READ is asked for again from its first byte; the responder replays it.
+  for (auto& m : qp->inflight)
+    if (m.w.op == hw::WqeOpcode::RdmaRead) m.read_bytes = 0;
+  rewind(*qp, front.first_psn);
+  schedule(*qp, Stage::Tx, now_ps());
+  restart_timer(*qp);
+}
+
+void Requester::check_drained(QpContext& qp) {
+  if (!qp.sqd_notify || hw::QpState(qp.qpc.state) != hw::QpState::Sqd) return;
+  if (!qp.inflight.empty() || !qp.fetched.empty()) return;
+  qp.sqd_notify = false;
+  HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, "SQ drained");
+  c_.eq.post(c_.cq.eqn_of(qp.qpc.send_cqn), hw::EqeType::SqDrained, qp.qpc.qpn);
 }
 
 void Requester::complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome status) {
@@ -321,6 +394,7 @@ void Requester::local_fail(QpContext& qp, InflightMsg& m, hw::CqeSyndrome status
 }
 
 void Requester::complete_through(QpContext& qp, uint32_t psn) {
+  bool progressed = false;
   while (!qp.inflight.empty()) {
     InflightMsg& m = qp.inflight.front();
     if (m.local_error != hw::CqeSyndrome::Ok) {
@@ -329,11 +403,17 @@ void Requester::complete_through(QpContext& qp, uint32_t psn) {
     }
     if (!m.sent) break;
     if (m.npkts && wire::psn_diff(psn, last_psn(m)) < 0) break;
-    if (m.w.op == hw::WqeOpcode::RdmaRead && m.read_bytes < m.w.length) break;
+    if (needs_response(m) && !m.responded) break;
     complete(qp, m, hw::CqeSyndrome::Ok);
     qp.inflight.pop_front();
     if (qp.tx_msg) --qp.tx_msg;
     qp.rnr_left = qp.qpc.rnr_retry;
+    qp.retry_left = qp.qpc.retry_cnt;
+    progressed = true;
+  }
+  if (progressed) {
+    restart_timer(qp);
+    check_drained(qp);
   }
 }
 
@@ -349,6 +429,7 @@ void Requester::fail_front(QpContext& qp, hw::CqeSyndrome status, const char* wh
 }
 
 void Requester::flush(QpContext& qp) {
+  ack_timer_.cancel(qp.qpc.qpn);
   // Everything fetched, decoded or still in the ring completes with WR_FLUSH_ERR, in order.
   for (auto& m : qp.inflight) complete(qp, m, hw::CqeSyndrome::WrFlushErr);
   qp.inflight.clear();
@@ -405,6 +486,7 @@ void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
         HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, "RNR NAK psn=%u: retry in %.2f us (%u left)",
                      psn, double(wait) / 1e6, unsigned(qp.rnr_left));
         rewind(qp, psn);
+        ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
         schedule(qp, Stage::Tx, now_ps() + wait);
         return;
       }
@@ -433,10 +515,15 @@ void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
     }
   }
   if (op >= wire::BthOpcode::RDMA_READ_RESPONSE_FIRST && op <= wire::BthOpcode::RDMA_READ_RESPONSE_ONLY) {
-    // Responses arrive in order, so the READ they answer is the first unfinished one.
+    // The READ a response answers is the one whose PSN range holds its PSN (a zero-length READ
+    // has one response PSN and nothing to count in read_bytes, so "unfinished" cannot be told
+    // from read_bytes alone). A READ leaves inflight as soon as its last response landed.
     for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
       InflightMsg& m = qp.inflight[i];
-      if (m.w.op != hw::WqeOpcode::RdmaRead || m.read_bytes >= m.w.length) continue;
+      if (m.w.op != hw::WqeOpcode::RdmaRead) continue;
+      const int32_t d = wire::psn_diff(psn, m.first_psn);
+      if (d < 0 || d >= int32_t(m.npkts)) continue;
+      if (m.responded) return;  // duplicate of a finished READ
       const uint32_t mtu = HcaCore::mtu_of(qp);
       const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
       if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
@@ -458,10 +545,33 @@ void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
       }
       m.read_bytes += uint32_t(f.payload_len);
       if (wire::is_last(op) || wire::is_only(op)) {
-        m.read_bytes = m.w.length;  // also marks zero-length READs done
+        m.read_bytes = m.w.length;
+        m.responded = true;  // also marks zero-length READs done
         complete_through(qp, psn);
         schedule(qp, Stage::Tx, now_ps());
+      } else {
+        restart_timer(qp);  // progress
       }
+      return;
+    }
+    return;
+  }
+  if (op == wire::BthOpcode::ATOMIC_ACKNOWLEDGE) {
+    for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
+      InflightMsg& m = qp.inflight[i];
+      if (!is_atomic(m.w.op) || m.first_psn != psn) continue;
+      if (m.responded) return;  // duplicate
+      complete_through(qp, wire::psn_add(psn, -1));
+      // The original remote value lands in the local buffer in host order (as rxe does).
+      const uint64_t orig = f.h.atomic_ack_eth.orig_data;
+      const Sge& s = m.w.sge[0];
+      if (c_.mrs.write(s.lkey, s.addr, &orig, 8, qp.qpc.qpn) < 0)
+        return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "atomic result scatter fault");
+      HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, "ATOMIC ACK psn=%u original=0x%llx", psn,
+                   static_cast<unsigned long long>(orig));
+      m.responded = true;
+      complete_through(qp, psn);
+      schedule(qp, Stage::Tx, now_ps());
       return;
     }
   }

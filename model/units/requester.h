@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "hca_core.h"
+#include "timer_set.h"
 
 namespace hcasim::model {
 
@@ -22,6 +23,8 @@ class Requester {
   void doorbell(uint32_t qpn, uint16_t pi);
   /** @brief A response (ACK/NAK, READ response) arrived for @p qp. */
   void on_response(QpContext& qp, const wire::ParsedFrame& f);
+  /** @brief QP entered SQD: report SQ drained now if nothing is outstanding. */
+  void drained_check(QpContext& qp) { check_drained(qp); }
   /** @brief QP entered ERR: complete every outstanding and posted send WQE with a flush error. */
   void flush(QpContext& qp);
 
@@ -47,9 +50,15 @@ class Requester {
   void fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why);
   void local_fail(QpContext& qp, InflightMsg& m, hw::CqeSyndrome status, const char* why);
   void rewind(QpContext& qp, uint32_t psn);
+  /** @brief Local ACK timer: (re)start while requests are unacknowledged, stop when none are. */
+  void restart_timer(QpContext& qp);
+  void on_timeout(uint32_t qpn);
+  /** @brief In SQD with async notify and nothing outstanding: raise SQ drained once. */
+  void check_drained(QpContext& qp);
 
   HcaCore& c_;
   TimedQueue<Job> jobs_;
+  TimerSet ack_timer_;
   uint64_t wqes_ = 0, retransmits_ = 0;
 };
 

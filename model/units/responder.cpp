@@ -16,7 +16,7 @@ void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
     case wire::AethKind::RnrNak: ++rnr_naks_; break;
     default: ++naks_; break;
   }
-  c_.send_frame(h, nullptr, 0, now_ps() + c_.prof.pkt_process_ps);
+  c_.send_frame(h, nullptr, 0, c_.stream_ready(qp.qpc.qpn, true, now_ps() + c_.prof.pkt_process_ps));
 }
 
 bool Responder::take_recv(QpContext& qp) {
@@ -117,7 +117,7 @@ void Responder::read_response(QpContext& qp, uint32_t psn, const wire::Reth& ret
     if (s.length && c_.mrs.read(reth.rkey, reth.va + s.offset, slot, s.length, qp.qpc.qpn) < 0) return;
     pkt->len = uint32_t(wire::build_frame(h, slot, s.length, pkt->data, sizeof pkt->data));
     ready += c_.prof.pcie_xfer_ps(s.length);
-    c_.port.transmit(std::move(pkt), ready);
+    c_.port.transmit(std::move(pkt), c_.stream_ready(qp.qpc.qpn, true, ready));
   }
 }
 
@@ -130,13 +130,21 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   }
   const wire::Headers& h = f.h;
   const auto op = h.opcode;
+  if (st == hw::QpState::Rtr && !qp.comm_est) {
+    // IBTA 11.6.3: the first packet received in RTR establishes communication.
+    qp.comm_est = true;
+    c_.eq.post(c_.cq.eqn_of(qp.qpc.recv_cqn), hw::EqeType::CommEstablished, qpn);
+  }
   const int32_t d = wire::psn_diff(h.psn, qp.epsn);
   if (d < 0) {  // duplicate: the ACK was lost; acknowledge again (READs are replayed)
     ++dups_;
     HCASIM_TRACE(c_.tracer, Responder, Ack, qpn, "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
-    if (op == wire::BthOpcode::RDMA_READ_REQUEST)
+    if (op == wire::BthOpcode::RDMA_READ_REQUEST) {
       read_response(qp, h.psn, h.reth);
-    else
+    } else if (wire::has_atomic_eth(op)) {  // answered again from the replay cache, never re-executed
+      for (const auto& r : qp.atomic_replay)
+        if (r.valid && r.psn == h.psn) return atomic_ack(qp, h.psn, r.orig);
+    } else
       send_ack(qp, wire::psn_add(qp.epsn, -1), wire::aeth_ack(wire::kAethCreditInvalid));
     return;
   }
@@ -240,7 +248,50 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
     qp.epsn = wire::psn_add(qp.epsn, n);
     return;
   }
+  if (wire::has_atomic_eth(op)) return atomic(qp, h);
   fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "unsupported opcode");
+}
+
+void Responder::atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig) {
+  wire::Headers a;
+  if (!c_.headers_for(qp, wire::BthOpcode::ATOMIC_ACKNOWLEDGE, psn, a)) return;
+  a.aeth.syndrome = wire::aeth_ack(wire::kAethCreditInvalid);
+  a.aeth.msn = qp.msn & wire::kMsnMask;
+  a.atomic_ack_eth.orig_data = orig;
+  ++acks_;
+  c_.send_frame(a, nullptr, 0, c_.stream_ready(qp.qpc.qpn, true, now_ps() + c_.prof.pkt_process_ps + c_.prof.pcie_read_ps));
+}
+
+void Responder::atomic(QpContext& qp, const wire::Headers& h) {
+  const uint32_t qpn = qp.qpc.qpn;
+  const auto& ae = h.atomic_eth;
+  // IBTA o9-23: 8-byte aligned, else an invalid request.
+  if (ae.va % 8)
+    return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "misaligned atomic");
+  if (!(qp.qpc.access_flags & hw::kAccessRemoteAtomic) ||
+      c_.mrs.check(ae.rkey, qp.qpc.pdn, ae.va, 8, hw::kAccessRemoteAtomic, qpn, "rkey") != MrCheck::Ok)
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic rkey check failed");
+  // Read-modify-write in the responder's host byte order (rxe's behaviour; docs/conformance.md).
+  // The model runs under one lock, so no other device access interleaves.
+  uint64_t orig = 0;
+  if (c_.mrs.read(ae.rkey, ae.va, &orig, 8, qpn) < 0)
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic DMA fault");
+  uint64_t next = orig;
+  if (h.opcode == wire::BthOpcode::COMPARE_SWAP) {
+    if (orig == ae.compare) next = ae.swap_add;
+  } else {
+    next = orig + ae.swap_add;
+  }
+  if (next != orig && c_.mrs.write(ae.rkey, ae.va, &next, 8, qpn) < 0)
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic DMA fault");
+  HCASIM_TRACE(c_.tracer, Responder, Note, qpn, "%s va=0x%llx: 0x%llx -> 0x%llx", wire::opcode_name(h.opcode),
+               static_cast<unsigned long long>(ae.va), static_cast<unsigned long long>(orig),
+               static_cast<unsigned long long>(next));
+  auto& slot = qp.atomic_replay[qp.atomic_replay_next++ % 16];
+  slot = {h.psn, orig, true};
+  qp.epsn = wire::psn_add(qp.epsn, 1);
+  ++qp.msn;
+  atomic_ack(qp, h.psn, orig);
 }
 
 }  // namespace hcasim::model

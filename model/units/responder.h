@@ -31,6 +31,8 @@ class Responder {
   bool take_recv(QpContext& qp);
   void send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome);
   void read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth);
+  void atomic(QpContext& qp, const wire::Headers& h);
+  void atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig);
   void recv_error(QpContext& qp, hw::CqeSyndrome status);
   void completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h);
   /** @brief Responder-side fatal error: NAK the requester, complete the receive in error, QP to ERR. */

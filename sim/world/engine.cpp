@@ -75,8 +75,23 @@ bool Engine::run_until_visible() {
   // of that delta cycle, until nothing is left to do (starvation: time does not jump), or for
   // at most one wait quantum of simulated time: a device retrying forever (RNR retry 7, a lost
   // peer) shows nothing to software, and the program must get control back to decide.
+  auto& epoch = model::host_visible_epoch();
+  const uint64_t start_epoch = epoch.load(std::memory_order_relaxed);
+  const uint64_t deadline = now_ps() + kWaitQuantumPs;
   model::pause_on_visible(true);
-  sc_core::sc_start(sc_core::sc_time::from_value(kWaitQuantumPs), sc_core::SC_EXIT_ON_STARVATION);
+  while (sc_core::sc_pending_activity() && epoch.load(std::memory_order_relaxed) == start_epoch) {
+    const uint64_t now = now_ps();
+    if (now >= deadline) break;
+    const uint64_t next = now + sc_core::sc_time_to_pending_activity().value();
+    if (next > deadline) {
+      // The next event (a retry timer) lies beyond the quantum: the program waited that long.
+      sc_core::sc_start(sc_core::sc_time::from_value(deadline - now));
+      break;
+    }
+    // Runs events up to the deadline; returns early on a pause (visible effect) or when
+    // nothing is left before the deadline.
+    sc_core::sc_start(sc_core::sc_time::from_value(deadline - now), sc_core::SC_EXIT_ON_STARVATION);
+  }
   model::pause_on_visible(false);
   ++steps_;
   return true;

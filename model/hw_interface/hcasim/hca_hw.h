@@ -309,6 +309,8 @@ struct Qpc {
   BufferDesc sq_buf;
   BufferDesc rq_buf;
   uint64_t dbrec_addr;    ///< DMA address of the QpDbrec
+  uint8_t sqd_notify;     ///< raise an SQ-drained event after RTS->SQD
+  uint8_t rsvd_tail[7];
 };
 
 /** @brief Completion queue context (host order). */
@@ -405,6 +407,7 @@ struct HcaCaps {
   uint8_t rsvd;
   uint32_t port_ipv4;   ///< network byte order
   uint32_t link_gbps;
+  uint32_t atomic_cap;  ///< 0 none, 1 atomic within this HCA (values of enum ibv_atomic_cap)
 };
 
 /**

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file timer_set.h
+ * @brief Cancellable per-key timers (a QP's local ACK timeout) on one SystemC event.
+ *
+ * A cancelled or re-armed timer leaves nothing behind in the kernel: the event is re-notified
+ * for the earliest remaining deadline (or cancelled when none is left), so a timer that no
+ * longer matters never wakes the simulation or lets a waiting program's clock run ahead.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "timed_queue.h"
+
+namespace hcasim::model {
+
+class TimerSet {
+ public:
+  using Fire = std::function<void(uint32_t key)>;
+
+  TimerSet(const std::string& name, Fire fire) : fire_(std::move(fire)) {
+    sc_core::sc_spawn_options opts;
+    opts.spawn_method();
+    opts.set_sensitivity(&wake_);
+    opts.dont_initialize();
+    sc_core::sc_spawn([this] { run(); }, sc_core::sc_gen_unique_name(name.c_str()), &opts);
+  }
+
+  /** @brief (Re)arm @p key to fire at absolute time @p at_ps. */
+  void arm(uint32_t key, uint64_t at_ps) {
+    erase(key);
+    by_key_[key] = at_ps;
+    by_time_.emplace(at_ps, key);
+    renotify();
+  }
+  /** @brief Cancel @p key (no-op if not armed). */
+  void cancel(uint32_t key) {
+    if (erase(key)) renotify();
+  }
+  bool armed(uint32_t key) const { return by_key_.count(key) != 0; }
+
+ private:
+  bool erase(uint32_t key) {
+    auto it = by_key_.find(key);
+    if (it == by_key_.end()) return false;
+    by_time_.erase({it->second, key});
+    by_key_.erase(it);
+    return true;
+  }
+  void renotify() {
+    wake_.cancel();
+    if (!by_time_.empty()) wake_.notify(sc_core::sc_time::from_value(by_time_.begin()->first - now_ps()));
+  }
+  void run() {
+    const uint64_t now = now_ps();
+    while (!by_time_.empty() && by_time_.begin()->first <= now) {
+      const uint32_t key = by_time_.begin()->second;
+      erase(key);
+      fire_(key);  // may re-arm
+    }
+    renotify();
+  }
+
+  Fire fire_;
+  sc_core::sc_event wake_;
+  std::map<uint32_t, uint64_t> by_key_;
+  std::set<std::pair<uint64_t, uint32_t>> by_time_;
+};
+
+}  // namespace hcasim::model
