@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// Data-path rules: ibv_post_send(3) (IBV_SEND_INLINE up to max_inline_data, unsignaled WRs,
+// SGE lists up to max_send_sge), IBTA vol.1 9.4.4 (READ responses over several PSNs) and
+// 9.7.5.1.1 (a duplicate request is acknowledged again, never delivered twice).
+#include "conformance.h"
+
+namespace conformance {
+namespace {
+
+class DataPathRules : public VerbsFixture {};
+
+TEST_F(DataPathRules, InlineSendUpToMaxInlineData) {
+  Options o;
+  o.max_inline_data = 64;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  const uint32_t n = a_.cap.max_inline_data;
+  ASSERT_GE(n, 64u);
+  e2e::fill_pattern(a_.buf, n, 3);
+  ASSERT_EQ(PostRecv(b_, 1, {b_.sge(0, 4096)}), 0);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, {a_.sge(0, n)}, IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+  memset(a_.buf, 0, n);  // inline data was copied at post time
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  EXPECT_TRUE(e2e::wc_is(wc, WcExpect{1, IBV_WC_RECV, b_.qp->qp_num, n}));
+  const auto want = e2e::make_pattern(n, 3);
+  EXPECT_TRUE(e2e::same_bytes(b_.buf, want.data(), n));
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
+TEST_F(DataPathRules, InlineAboveMaxInlineDataIsRejected) {
+  Options o;
+  o.max_inline_data = 64;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  EXPECT_EQ(PostSend(a_, 3, IBV_WR_SEND, {a_.sge(0, a_.cap.max_inline_data + 1)}, IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+            EINVAL);
+}
+
+// ibv_post_send(3): an unsignaled WR that succeeds generates no completion; a later signaled
+// one completes (and retires the unsignaled ones before it).
+TEST_F(DataPathRules, UnsignaledSuccessGeneratesNoCompletion) {
+  ASSERT_NO_FATAL_FAILURE(Build());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(PostSend(a_, 10 + i, IBV_WR_RDMA_WRITE, {a_.sge(0, 32)}, 0, 0, b_.addr(0), b_.mr->rkey), 0);
+  ASSERT_EQ(PostSend(a_, 13, IBV_WR_RDMA_WRITE, {a_.sge(0, 32)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.wr_id, 13u);
+  EXPECT_TRUE(NoCompletion(a_.scq, 50));
+}
+
+TEST_F(DataPathRules, SgeListUpToMaxSendSge) {
+  ASSERT_NO_FATAL_FAILURE(Build());
+  const uint32_t n = a_.cap.max_send_sge;
+  std::vector<ibv_sge> sges;
+  for (uint32_t i = 0; i < n; ++i) sges.push_back(a_.sge(1000 * i, 100 + i));
+  e2e::fill_pattern(a_.buf, 1000 * n, 4);
+  ASSERT_EQ(PostRecv(b_, 20, {b_.sge(0, 8192)}), 0);
+  ASSERT_EQ(PostSend(a_, 21, IBV_WR_SEND, sges), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  uint32_t off = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(e2e::same_bytes(b_.buf + off, a_.buf + 1000 * i, 100 + i, "gathered SGE"));
+    off += 100 + i;
+  }
+  EXPECT_EQ(wc.byte_len, off);
+  std::vector<ibv_sge> too_many(n + 1, a_.sge(0, 8));
+  EXPECT_EQ(PostSend(a_, 22, IBV_WR_SEND, too_many), EINVAL);
+}
+
+// 9.4.4: a READ longer than the path MTU comes back as FIRST/MIDDLE.../LAST responses.
+TEST_F(DataPathRules, ReadResponseSpansManyPsns) {
+  ASSERT_NO_FATAL_FAILURE(Build());
+  const uint32_t len = 7 * e2e::mtu_bytes(opts_.mtu) + 5;
+  e2e::fill_pattern(b_.buf, len, 6);
+  ASSERT_EQ(PostSend(a_, 30, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_TRUE(e2e::wc_is(wc, WcExpect{30, IBV_WC_RDMA_READ, a_.qp->qp_num, len}));
+  EXPECT_TRUE(e2e::same_bytes(a_.buf, b_.buf, len));
+  ibv_qp_attr q{};
+  ibv_qp_init_attr qi{};
+  ASSERT_EQ(ibv_query_qp(a_.qp, &q, IBV_QP_SQ_PSN, &qi), 0);
+  EXPECT_EQ(q.sq_psn, (a_.sq_psn + 8) & 0xffffff) << "the READ should occupy 8 PSNs";
+}
+
+// 9.7.5.1.1: the ACK of a SEND is lost; the requester resends after its ACK timeout; the
+// responder recognises the duplicate PSN, ACKs again and does not consume a second receive.
+TEST_F(DataPathRules, DuplicateSendIsAcknowledgedNotRedelivered) {
+  REQUIRE_SIM_FAULT_HOOKS();
+  Options o;
+  o.timeout = 8;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  ASSERT_EQ(drop_rx_hook()(Dev(a_), a_.qp->qp_num, a_.sq_psn, 1), 0);  // the ACK
+  ASSERT_EQ(PostRecv(b_, 40, {b_.sge(0, 256)}), 0);
+  ASSERT_EQ(PostRecv(b_, 41, {b_.sge(256, 256)}), 0);
+  ASSERT_EQ(PostSend(a_, 42, IBV_WR_SEND, {a_.sge(0, 64)}), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  EXPECT_EQ(wc.wr_id, 40u);
+  EXPECT_TRUE(NoCompletion(b_.rcq, 50)) << "the duplicate consumed a second receive";
+}
+
+}  // namespace
+}  // namespace conformance
