@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 namespace hcasim::model {
@@ -34,9 +35,13 @@ void describe_frame(const Packet& pkt, char* buf, size_t cap) {
 
 EthPort::EthPort(const TimingProfile& prof, Tracer& tracer, const uint8_t mac[6])
     : prof_(prof), tracer_(tracer),
-      txq_("port.tx", [this](PacketPtr& p) { start_tx(p); }),
       loopback_("port.loop", [this](PacketPtr& p) { receive(std::move(p)); }) {
   std::memcpy(mac_, mac, 6);
+  sc_core::sc_spawn_options opts;
+  opts.spawn_method();
+  opts.set_sensitivity(&wake_);
+  opts.dont_initialize();
+  sc_core::sc_spawn([this] { run_tx(); }, sc_core::sc_gen_unique_name("port.tx"), &opts);
 }
 
 void EthPort::describe(const char* dir, const Packet& pkt) {
@@ -45,27 +50,34 @@ void EthPort::describe(const char* dir, const Packet& pkt) {
   HCASIM_TRACE(tracer_, Port, PktTx, 0xffffffff, "%s %s (%u B on wire)", dir, buf, pkt.len);
 }
 
-void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) { txq_.push(ready_ps, std::move(pkt)); }
-
-void EthPort::start_tx(PacketPtr& item) {
-  // Frames leave in the order they became ready. A frame that finds the transmitter busy waits
-  // in ready_ (it must not be re-queued by time: a later frame due exactly when the transmitter
-  // frees up would overtake it and reorder a QP's PSNs).
-  if (item)
-    ready_.push_back(std::move(item));
-  else
-    wake_armed_ = false;  // the "transmitter free" wake-up
+void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) {
   const uint64_t now = now_ps();
-  if (ready_.empty()) return;
-  if (busy_until_ > now) {
-    if (!wake_armed_) {
-      wake_armed_ = true;
-      txq_.push(busy_until_, PacketPtr{});
-    }
-    return;
+  if (ready_ps < now) ready_ps = now;
+  pending_.push(Pending{ready_ps, seq_++, std::move(pkt)});
+  arm(std::max(pending_.top().ready, busy_until_));
+}
+
+void EthPort::arm(uint64_t at_ps) {
+  if (armed_ && armed_at_ <= at_ps) return;  // an earlier wake-up will look again
+  const uint64_t now = now_ps();
+  wake_.cancel();
+  wake_.notify(sc_core::sc_time::from_value(at_ps > now ? at_ps - now : 0));
+  armed_ = true;
+  armed_at_ = at_ps;
+}
+
+void EthPort::run_tx() {
+  armed_ = false;
+  const uint64_t now = now_ps();
+  if (!pending_.empty() && pending_.top().ready <= now && busy_until_ <= now) {
+    PacketPtr pkt = std::move(pending_.top().pkt);
+    pending_.pop();
+    send(std::move(pkt), now);
   }
-  PacketPtr pkt = std::move(ready_.front());
-  ready_.pop_front();
+  if (!pending_.empty()) arm(std::max(pending_.top().ready, busy_until_));
+}
+
+void EthPort::send(PacketPtr pkt, uint64_t now) {
   const uint64_t end = now + prof_.wire_ps(pkt->len);
   busy_until_ = end;
   ++tx_pkts_;
@@ -78,10 +90,6 @@ void EthPort::start_tx(PacketPtr& item) {
     wire_->carry(std::move(pkt), end);
   } else {
     ++drops_;
-  }
-  if (!ready_.empty() && !wake_armed_) {
-    wake_armed_ = true;
-    txq_.push(busy_until_, PacketPtr{});
   }
 }
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <queue>
+#include <vector>
 
 #include "packet.h"
 #include "timed_queue.h"
@@ -53,8 +55,18 @@ class EthPort : public PacketReceiver {
   uint64_t drops() const { return drops_; }
 
  private:
-  void start_tx(PacketPtr& pkt);
+  void run_tx();
+  void arm(uint64_t at_ps);
+  void send(PacketPtr pkt, uint64_t now);
   void describe(const char* dir, const Packet& pkt);
+
+  /** A frame waiting for its ready time or for the transmitter. */
+  struct Pending {
+    uint64_t ready;
+    uint64_t seq;
+    mutable PacketPtr pkt;
+    bool operator>(const Pending& o) const { return ready != o.ready ? ready > o.ready : seq > o.seq; }
+  };
 
   const TimingProfile& prof_;
   Tracer& tracer_;
@@ -62,10 +74,14 @@ class EthPort : public PacketReceiver {
   WireSide* wire_ = nullptr;
   RxHandler rx_;
   Tap tap_;
-  TimedQueue<PacketPtr> txq_;  ///< frames by ready time; an empty PacketPtr is a "transmitter free" wake-up
+  /// Frames in (ready time, submission) order: the earliest-ready frame goes first, frames
+  /// ready at the same time keep their order, so each QP's packets leave in PSN order.
+  std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> pending_;
+  uint64_t seq_ = 0;
+  sc_core::sc_event wake_;      ///< one wake-up per frame: at max(its ready time, transmitter free)
+  bool armed_ = false;
+  uint64_t armed_at_ = 0;
   TimedQueue<PacketPtr> loopback_;
-  std::deque<PacketPtr> ready_;  ///< ready frames waiting for the transmitter, in ready order (FIFO)
-  bool wake_armed_ = false;      ///< a wake-up is queued for busy_until_
   uint64_t busy_until_ = 0;
   uint64_t tx_pkts_ = 0, rx_pkts_ = 0, tx_bytes_ = 0, rx_bytes_ = 0, drops_ = 0;
 };

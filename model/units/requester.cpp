@@ -334,8 +334,8 @@ void Requester::tx(QpContext& qp) {
 
 void Requester::restart_timer(QpContext& qp) {
   const uint64_t t_ns = wire::ack_timeout_ns(qp.qpc.timeout);
-  bool outstanding = false;
-  for (const auto& m : qp.inflight) outstanding = outstanding || m.sent;
+  // Messages go out in order, so something is unacknowledged iff the oldest one was sent.
+  const bool outstanding = !qp.inflight.empty() && qp.inflight.front().sent;
   if (t_ns == 0 || !outstanding || hw::QpState(qp.qpc.state) == hw::QpState::Err) {
     ack_timer_.cancel(qp.qpc.qpn);
     return;

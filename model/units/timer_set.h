@@ -52,11 +52,28 @@ class TimerSet {
     by_key_.erase(it);
     return true;
   }
+  // Lazy: a deadline that moved later (a timer restarted by an ACK, the common case) keeps the
+  // pending notification, which re-checks when it fires. Only an earlier deadline, or no timer
+  // left at all, touches the kernel's event queue, so cancelled notifications never pile up
+  // in it (each one would cost every later insertion a heap sift).
   void renotify() {
+    if (by_time_.empty()) {
+      if (armed_) {
+        wake_.cancel();
+        armed_ = false;
+      }
+      return;
+    }
+    const uint64_t first = by_time_.begin()->first;
+    if (armed_ && armed_at_ <= first) return;
+    const uint64_t now = now_ps();
     wake_.cancel();
-    if (!by_time_.empty()) wake_.notify(sc_core::sc_time::from_value(by_time_.begin()->first - now_ps()));
+    wake_.notify(sc_core::sc_time::from_value(first > now ? first - now : 0));
+    armed_ = true;
+    armed_at_ = first;
   }
   void run() {
+    armed_ = false;
     const uint64_t now = now_ps();
     while (!by_time_.empty() && by_time_.begin()->first <= now) {
       const uint32_t key = by_time_.begin()->second;
@@ -68,6 +85,8 @@ class TimerSet {
 
   Fire fire_;
   sc_core::sc_event wake_;
+  bool armed_ = false;      ///< wake_ has a pending notification ...
+  uint64_t armed_at_ = 0;   ///< ... for this time
   std::map<uint32_t, uint64_t> by_key_;
   std::set<std::pair<uint64_t, uint32_t>> by_time_;
 };
