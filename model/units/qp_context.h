@@ -7,11 +7,11 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 
 #include <hcasim/hca_hw.h>
 
 #include "buffer_table.h"
+#include "ring.h"
 
 namespace hcasim::model {
 
@@ -67,8 +67,8 @@ struct QpContext {
   // ---- requester
   uint16_t sq_pi = 0;     ///< producer counter from the last doorbell (WQEBBs)
   uint16_t sq_fetch = 0;  ///< next WQEBB to fetch
-  std::deque<SendWqe> fetched;       ///< fetched, waiting for decode
-  std::deque<InflightMsg> inflight;  ///< decoded, not yet completed
+  Ring<SendWqe> fetched;             ///< fetched, waiting for decode
+  Ring<InflightMsg> inflight;        ///< decoded, not yet completed
   uint8_t rnr_left = 0;              ///< RNR retries left (7 = infinite)
   uint8_t retry_left = 0;            ///< transport retries left after a local ACK timeout
   bool sqd_notify = false;           ///< entered SQD with async notify: report SQ drained
