@@ -34,7 +34,11 @@ void DoorbellUnit::land(Write& w) {
     }
     case hw::kUarEqArm: {
       const uint32_t eqn = uint32_t(w.value) & 0xffffff;
-      c_.eq.arm(eqn, uint32_t(w.value >> 32) & 0xffffff);
+      const uint32_t ci = uint32_t(w.value >> 32) & 0xffffff;
+      HCASIM_TRACE_F(c_.tracer, Doorbell, Doorbell, 0xffffffff,
+                     [&] { TraceFields f; f.queue = eqn; f.index = ci; f.flags = kTfEq; return f; }(),
+                     "UAR+0x%03x EQ arm doorbell: eqn=%u ci=%u", w.offset, eqn, ci);
+      c_.eq.arm(eqn, ci);
       return;
     }
     default:

@@ -44,6 +44,7 @@ enum TraceFlag : uint16_t {
   kTfArmed = 1u << 6,      ///< CQ arm state after the event: armed
   kTfArmSolicited = 1u << 7,  ///< ... and armed for solicited completions only
   kTfError = 1u << 8,      ///< CQE: error status
+  kTfEq = 1u << 9,         ///< doorbell: the EQ arm doorbell (queue = EQN); else CQ arm when queue is set
 };
 
 /**

@@ -8,7 +8,9 @@
 // `run` puts build/lib (where the drop-in libibverbs.so.1 lives) in front of the program's
 // library path, passes the simulation settings in HCASIM_* variables, and returns the
 // program's exit status (128+N if it died of signal N).
+#include <fcntl.h>
 #include <sys/personality.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +36,18 @@ void usage(FILE* f) {
                "  --profile NAME       timing profile (default roce-100g; see `hcasim profiles`)\n"
                "  --trace FILE|-       readable step trace of every hardware event ('-' = stderr)\n"
                "  --trace-filter SPEC  keep only matching events: host=0;qpn=0x11;unit=cq,eq;kind=cqe.write\n"
-               "  --stats[=FILE]       print per-device counters at exit (default stderr)\n"
+               "  --timeline FILE      Chrome/Perfetto trace-event JSON: a track per host and unit, flows\n"
+               "                       from each work request to its packets and CQE (ui.perfetto.dev)\n"
+               "  --vcd FILE           doorbells, queue indices, link busy, interrupts as a VCD (GTKWave)\n"
+               "  --pcap FILE          every frame on every wire, RoCEv2 with ICRC (Wireshark/tshark)\n"
+               "  --stats[=FILE]       per-device counters at exit, text (default stderr)\n"
+               "  --stats=json         the same as JSON on stderr (with a snapshot of every live QP)\n"
+               "  --stats-json FILE    the JSON into FILE ('-' = stderr)\n"
+               "  --step               pause after every hardware event and read commands (h: help) from\n"
+               "                       --step-script, else stdin if it is a pipe (the program then gets\n"
+               "                       /dev/null as stdin), else the terminal (/dev/tty)\n"
+               "  --step-filter SPEC   pause only at events matching SPEC (same syntax as --trace-filter)\n"
+               "  --step-script FILE   step commands from FILE (a file or FIFO; '-' = stdin); implies --step\n"
                "  --seed N             simulation seed (default 1)\n"
                "  --idle-us N          advance simulated time after N us without verbs calls\n"
                "                       (for programs that wait outside verbs; 0 = never; default 2000)\n"
@@ -69,7 +82,8 @@ int fail(const char* fmt, const char* a = "", const char* b = "") {
 
 int cmd_run(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> env;
-  bool preload = false, aslr = false;
+  bool preload = false, aslr = false, step = false;
+  std::string step_script;
   int i = 0;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -93,16 +107,39 @@ int cmd_run(int argc, char** argv) {
       env.emplace_back("HCASIM_PROFILE", v);
     } else if (a == "--trace") {
       const char* v = value("FILE");
-      if (!v) return fail("--trace needs FILE or -");
+      if (!v || std::strcmp(v, "--") == 0) return fail("--trace needs FILE or -");
       env.emplace_back("HCASIM_TRACE", v);
     } else if (a == "--trace-filter") {
       const char* v = value("SPEC");
       if (!v) return fail("--trace-filter needs a SPEC");
       env.emplace_back("HCASIM_TRACE_FILTER", v);
+    } else if (a == "--timeline" || a == "--vcd" || a == "--pcap") {
+      const char* v = value("FILE");
+      if (!v || !*v || std::strcmp(v, "--") == 0) return fail("%s needs a FILE", a.c_str());
+      env.emplace_back(a == "--timeline" ? "HCASIM_TIMELINE" : a == "--vcd" ? "HCASIM_VCD" : "HCASIM_PCAP", v);
     } else if (a == "--stats") {
       env.emplace_back("HCASIM_STATS", "-");
+    } else if (a == "--stats=json") {
+      env.emplace_back("HCASIM_STATS_JSON", "-");
     } else if (a.rfind("--stats=", 0) == 0) {
+      if (a.size() == 8) return fail("--stats=: expected a FILE or json");
       env.emplace_back("HCASIM_STATS", a.substr(8));
+    } else if (a == "--stats-json") {
+      const char* v = value("FILE");
+      if (!v || !*v || std::strcmp(v, "--") == 0) return fail("--stats-json needs a FILE or -");
+      env.emplace_back("HCASIM_STATS_JSON", v);
+    } else if (a == "--step") {
+      step = true;
+    } else if (a == "--step-filter") {
+      const char* v = value("SPEC");
+      if (!v) return fail("--step-filter needs a SPEC");
+      env.emplace_back("HCASIM_STEP_FILTER", v);
+      step = true;
+    } else if (a == "--step-script") {
+      const char* v = value("FILE");
+      if (!v || !*v || std::strcmp(v, "--") == 0) return fail("--step-script needs a FILE or -");
+      step_script = v;
+      step = true;
     } else if (a == "--seed") {
       const char* v = value("N");
       if (!parse_uint(v, 0, ~0ull)) return fail("--seed: expected a number, got '%s'", v ? v : "");
@@ -130,6 +167,33 @@ int cmd_run(int argc, char** argv) {
   if (access(lib.c_str(), R_OK) != 0) return fail("drop-in library not found at %s (build the hcasim_libibverbs target)", lib.c_str());
   char real[PATH_MAX];
   std::string libdir_real = realpath(lib_dir.c_str(), real) ? real : lib_dir;
+  // Step commands: --step-script FILE; else stdin if it is a pipe (the program gets /dev/null);
+  // else the terminal. The world (in the program's process) reads them.
+  bool step_stdin = false;
+  if (step) {
+    env.emplace_back("HCASIM_STEP", "1");
+    struct stat st {};
+    if (step_script == "-") {
+      step_stdin = true;
+    } else if (!step_script.empty()) {
+      if (access(step_script.c_str(), R_OK) != 0)
+        return fail("--step-script: cannot read %s: %s", step_script.c_str(), std::strerror(errno));
+      env.emplace_back("HCASIM_STEP_SCRIPT", step_script);
+    } else if (fstat(0, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+      step_stdin = true;
+    } else {
+      const int tty = open("/dev/tty", O_RDWR | O_CLOEXEC);
+      if (tty < 0)
+        return fail("--step needs a terminal, step commands on a pipe as stdin, or --step-script FILE");
+      close(tty);
+      env.emplace_back("HCASIM_STEP_SCRIPT", "/dev/tty");
+    }
+    if (step_stdin) {
+      const int fd = fcntl(0, F_DUPFD, 10);  // inherited by the program (no close-on-exec)
+      if (fd < 0) return fail("cannot pass stdin to step mode: %s", std::strerror(errno));
+      env.emplace_back("HCASIM_STEP_FD", std::to_string(fd));
+    }
+  }
   for (auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
   if (preload) {
@@ -145,6 +209,13 @@ int cmd_run(int argc, char** argv) {
   if (pid == 0) {
     // Determinism: the same program and seed give the same trace, addresses included.
     if (!aslr) personality(ADDR_NO_RANDOMIZE);
+    if (step_stdin) {  // stdin carries step commands: the program reads /dev/null
+      const int null = open("/dev/null", O_RDONLY);
+      if (null >= 0 && null != 0) {
+        dup2(null, 0);
+        close(null);
+      }
+    }
     execvp(argv[i], argv + i);
     std::fprintf(stderr, "hcasim: cannot run '%s': %s\n", argv[i], std::strerror(errno));
     _exit(127);

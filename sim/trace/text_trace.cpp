@@ -19,6 +19,10 @@ bool TraceFilter::keep(const model::TraceEvent& ev) const {
          contains(units, ev.unit) && contains(kinds, ev.kind);
 }
 
+bool TraceFilter::may_keep(model::TraceUnit u, model::TraceKind k) const {
+  return contains(units, u) && contains(kinds, k);
+}
+
 bool TraceFilter::parse(const std::string& spec, std::string& err) {
   std::stringstream ss(spec);
   std::string clause;
@@ -68,19 +72,47 @@ bool TraceFilter::parse(const std::string& spec, std::string& err) {
   return true;
 }
 
-TextTraceSink::TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names)
-    : out_(out), own_(own), names_(std::move(host_names)) {
-  std::fprintf(out_, "# %16s  %-8s %-9s %-11s %-8s  %s\n", "sim time (ns)", "host", "unit", "event", "qpn",
-               "facts");
+const char* text_trace_header() {
+  static char line[128];
+  if (!line[0])
+    snprintf(line, sizeof line, "# %16s  %-8s %-9s %-11s %-8s  %s\n", "sim time (ns)", "host", "unit", "event",
+             "qpn", "facts");
+  return line;
 }
 
-TextTraceSink::~TextTraceSink() {
+std::string format_trace_line(const model::TraceEvent& ev, const std::vector<std::string>& names) {
+  char qpn[16] = "-";
+  if (ev.qpn != 0xffffffff) snprintf(qpn, sizeof qpn, "0x%06x", ev.qpn);
+  const char* host = ev.host < names.size() ? names[ev.host].c_str() : "?";
+  char wr[40] = "";
+  if (ev.has_wr_id) snprintf(wr, sizeof wr, " [wr_id=%" PRIu64 "]", ev.wr_id);
+  char head[96];
+  snprintf(head, sizeof head, "%14" PRIu64 ".%03u  %-8s %-9s %-11s %-8s  ", ev.time_ps / 1000,
+           unsigned(ev.time_ps % 1000), host, model::unit_name(ev.unit), model::kind_name(ev.kind), qpn);
+  std::string line = head;
+  line += ev.text;
+  line += wr;
+  line += '\n';
+  return line;
+}
+
+TextTraceSink::TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names)
+    : out_(out), own_(own), names_(std::move(host_names)) {
+  std::fputs(text_trace_header(), out_);
+}
+
+TextTraceSink::~TextTraceSink() { finish(); }
+
+void TextTraceSink::finish() {
+  if (done_) return;
+  done_ = true;
   std::fflush(out_);
   if (own_) std::fclose(out_);
 }
 
 void TextTraceSink::record(const model::TraceEvent& ev) {
-  if (!filter.keep(ev)) return;
+  if (done_ || !filter.keep(ev)) return;
+  // Same layout as format_trace_line(), straight into the stream.
   char qpn[16] = "-";
   if (ev.qpn != 0xffffffff) snprintf(qpn, sizeof qpn, "0x%06x", ev.qpn);
   const char* host = ev.host < names_.size() ? names_[ev.host].c_str() : "?";

@@ -21,9 +21,19 @@ struct TraceFilter {
   std::vector<model::TraceUnit> units;
   std::vector<model::TraceKind> kinds;
   bool keep(const model::TraceEvent& ev) const;
+  /** @brief keep() can be true for some event of this unit and kind (hosts and QPNs aside). */
+  bool may_keep(model::TraceUnit u, model::TraceKind k) const;
   /** @brief Parse "host=0,1;qpn=0x11;unit=cq,eq;kind=cqe.write"; false with @p err on a bad field. */
   bool parse(const std::string& spec, std::string& err);
 };
+
+/** @brief The column header of the readable trace (with its newline). */
+const char* text_trace_header();
+/**
+ * @brief One event as a line of the readable trace (with its newline):
+ * `time  host  unit  event  qpn  facts [wr_id=N]`.
+ */
+std::string format_trace_line(const model::TraceEvent& ev, const std::vector<std::string>& host_names);
 
 class TextTraceSink : public model::TraceSink {
  public:
@@ -31,25 +41,49 @@ class TextTraceSink : public model::TraceSink {
   TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names);
   ~TextTraceSink() override;
   void record(const model::TraceEvent& ev) override;
+  void finish() override;
+  bool wants(model::TraceUnit u, model::TraceKind k) const override { return filter.may_keep(u, k); }
+  /** @brief Set before the sink is added to a hub (the hub reads wants() then). */
   TraceFilter filter;
 
  private:
   FILE* out_;
   bool own_;
+  bool done_ = false;
   std::vector<std::string> names_;
 };
 
-/** @brief Fan-out to several sinks. */
+/** @brief Fan-out to several sinks, in the order added. */
 class TraceHub : public model::TraceSink {
  public:
-  void add(model::TraceSink* s) { sinks_.push_back(s); }
+  /** @brief Add a sink (its wants() must be final by now). */
+  void add(model::TraceSink* s) {
+    sinks_.push_back(s);
+    for (unsigned u = 0; u < kUnits; ++u)
+      for (unsigned k = 0; k < kKinds; ++k)
+        if (s->wants(model::TraceUnit(u), model::TraceKind(k))) wanted_[u * kKinds + k] = true;
+  }
   bool empty() const { return sinks_.empty(); }
+  bool wants(model::TraceUnit u, model::TraceKind k) const override {
+    return wanted_[unsigned(u) * kKinds + unsigned(k)];
+  }
   void record(const model::TraceEvent& ev) override {
+    if (done_) return;
     for (auto* s : sinks_) s->record(ev);
+  }
+  /** @brief finish() every sink once; events after that are dropped. */
+  void finish() override {
+    if (done_) return;
+    done_ = true;
+    for (auto* s : sinks_) s->finish();
   }
 
  private:
+  static constexpr unsigned kUnits = unsigned(model::TraceUnit::Count);
+  static constexpr unsigned kKinds = unsigned(model::TraceKind::Count);
   std::vector<model::TraceSink*> sinks_;
+  bool wanted_[kUnits * kKinds] = {};
+  bool done_ = false;
 };
 
 }  // namespace hcasim::sim

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "world.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
@@ -48,13 +52,38 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
   c.trace = env_str("HCASIM_TRACE");
   c.trace_filter = env_str("HCASIM_TRACE_FILTER");
   c.stats = env_str("HCASIM_STATS");
+  c.stats_json = env_str("HCASIM_STATS_JSON");
+  c.timeline = env_str("HCASIM_TIMELINE");
+  c.vcd = env_str("HCASIM_VCD");
+  c.pcap = env_str("HCASIM_PCAP");
+  uint64_t step = 0;
+  if (!env_u64("HCASIM_STEP", step, 0, 1, err)) return false;
+  c.step = step != 0;
+  c.step_filter = env_str("HCASIM_STEP_FILTER");
+  c.step_script = env_str("HCASIM_STEP_SCRIPT");
+  uint64_t fd = ~0ull;
+  if (*env_str("HCASIM_STEP_FD")) {
+    if (!env_u64("HCASIM_STEP_FD", fd, 0, 65535, err)) return false;
+    c.step_fd = int(fd);
+  }
+  std::string ferr;
+  TraceFilter probe;
+  if (!probe.parse(c.trace_filter, ferr)) {
+    err = "HCASIM_TRACE_FILTER: " + ferr;
+    return false;
+  }
+  if (!probe.parse(c.step_filter, ferr)) {
+    err = "HCASIM_STEP_FILTER: " + ferr;
+    return false;
+  }
   return true;
 }
 
 /** @brief One simulated HCA offered to the driver. Every entry takes the device lock. */
 class SimLink : public drv::HcaLink {
  public:
-  explicit SimLink(model::Hca& hca) : hca_(hca) {}
+  /** @param shadow mirror of the IOMMU mappings for step-mode inspection (or nullptr) */
+  SimLink(model::Hca& hca, IommuShadow* shadow) : hca_(hca), shadow_(shadow) {}
   const std::string& name() const override { return hca_.identity().name; }
   void exec(hw::CmdMailbox& mb) override {
     std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
@@ -72,11 +101,14 @@ class SimLink : public drv::HcaLink {
   }
   bool iommu_map(uint64_t iova, void* hva, uint64_t len) override {
     std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
-    return hca_.iommu_map(iova, hva, len);
+    const bool ok = hca_.iommu_map(iova, hva, len);
+    if (ok && shadow_) shadow_->map(iova, hva, len);
+    return ok;
   }
   void iommu_unmap(uint64_t iova) override {
     std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
     hca_.iommu_unmap(iova);
+    if (shadow_) shadow_->unmap(iova);
   }
   void set_irq_handler(std::function<void(uint32_t)> isr) override {
     std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
@@ -102,24 +134,18 @@ class SimLink : public drv::HcaLink {
 
  private:
   model::Hca& hca_;
+  IommuShadow* shadow_;
 };
 
-World::World(const WorldConfig& cfg) : cfg_(cfg), prof_(model::find_profile(cfg.profile)) {
+World::World(const WorldConfig& cfg)
+    : cfg_(cfg), prof_(model::find_profile(cfg.profile)), pid_(int(getpid())) {
   std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
   std::vector<std::string> names;
   for (uint32_t i = 0; i < cfg.hosts; ++i) names.push_back("hcasim" + std::to_string(i));
-  if (!cfg.trace.empty()) {
-    FILE* f = cfg.trace == "-" ? stderr : std::fopen(cfg.trace.c_str(), "w");
-    if (f) {
-      text_ = std::make_unique<TextTraceSink>(f, f != stderr, names);
-      std::string err;
-      if (!text_->filter.parse(cfg.trace_filter, err)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
-      hub_.add(text_.get());
-    } else {
-      std::fprintf(stderr, "hcasim: cannot open trace file %s: %s\n", cfg.trace.c_str(), std::strerror(errno));
-    }
-  }
-  model::TraceSink* sink = hub_.empty() ? nullptr : &hub_;
+  open_sinks(names);
+  // The step controller joins the hub after the HCAs exist (it inspects them).
+  const StepIo step_io = cfg.step ? open_step_input() : StepIo{};
+  model::TraceSink* sink = hub_.empty() && !step_io.in ? nullptr : &hub_;
   for (uint32_t i = 0; i < cfg.hosts; ++i) {
     model::HcaIdentity id;
     id.name = names[i];
@@ -131,6 +157,13 @@ World::World(const WorldConfig& cfg) : cfg_(cfg), prof_(model::find_profile(cfg.
     model::derive_gids(id);
     hcas_.push_back(std::make_unique<model::Hca>(*prof_, id, sink));
   }
+  if (pcap_) {
+    // Every frame once, as its transmission starts: with a cable that is every frame on both
+    // directions of the wire; with a switch, each frame on its sender's link.
+    for (auto& h : hcas_)
+      h->port().set_tap([this](uint64_t t_ps, const model::Packet& p) { pcap_->write(t_ps / 1000, p.data, p.len); });
+  }
+  if (step_io.in) open_step(step_io, names);
   wire_tracer_.attach(sink, 0);
   // Two hosts: a cable; more: a switch.
   if (cfg.hosts == 2) {
@@ -154,11 +187,122 @@ World::World(const WorldConfig& cfg) : cfg_(cfg), prof_(model::find_profile(cfg.
       return false;
     });
   }
-  for (auto& h : hcas_) links_.push_back(std::make_unique<SimLink>(*h));
+  for (size_t i = 0; i < hcas_.size(); ++i)
+    links_.push_back(std::make_unique<SimLink>(*hcas_[i], i < shadows_.size() ? shadows_[i].get() : nullptr));
   Engine::instance().start_idle_advancer(cfg.idle_us);
 }
 
-World::~World() = default;
+void World::open_sinks(const std::vector<std::string>& names) {
+  const model::TimingProfile* prof = prof_;
+  auto wire_ps = [prof](uint32_t bytes) { return prof->wire_ps(bytes); };
+  if (!cfg_.trace.empty()) {
+    FILE* f = cfg_.trace == "-" ? stderr : std::fopen(cfg_.trace.c_str(), "w");
+    if (f) {
+      text_ = std::make_unique<TextTraceSink>(f, f != stderr, names);
+      std::string err;
+      if (!text_->filter.parse(cfg_.trace_filter, err)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
+      hub_.add(text_.get());
+    } else {
+      std::fprintf(stderr, "hcasim: cannot open trace file %s: %s\n", cfg_.trace.c_str(), std::strerror(errno));
+    }
+  }
+  if (!cfg_.timeline.empty()) {
+    FILE* f = cfg_.timeline == "-" ? stderr : std::fopen(cfg_.timeline.c_str(), "w");
+    if (f) {
+      if (f != stderr) setvbuf(f, nullptr, _IOFBF, 1 << 20);
+      timeline_ = std::make_unique<TimelineSink>(f, f != stderr, names, wire_ps);
+      hub_.add(timeline_.get());
+    } else {
+      std::fprintf(stderr, "hcasim: cannot open timeline file %s: %s\n", cfg_.timeline.c_str(), std::strerror(errno));
+    }
+  }
+  if (!cfg_.vcd.empty()) {
+    vcd_ = std::make_unique<VcdSink>(cfg_.vcd, names, wire_ps);
+    if (vcd_->ok()) {
+      hub_.add(vcd_.get());
+    } else {
+      std::fprintf(stderr, "hcasim: cannot open VCD file %s: %s\n", cfg_.vcd.c_str(), std::strerror(errno));
+      vcd_.reset();
+    }
+  }
+  if (!cfg_.pcap.empty()) {
+    pcap_ = std::make_unique<wire::PcapWriter>();
+    if (!pcap_->open(cfg_.pcap)) {
+      std::fprintf(stderr, "hcasim: cannot open pcap file %s: %s\n", cfg_.pcap.c_str(), std::strerror(errno));
+      pcap_.reset();
+    }
+  }
+}
+
+World::StepIo World::open_step_input() const {
+  StepIo io;
+  if (cfg_.step_fd >= 0) {
+    io.in = fdopen(cfg_.step_fd, "r");
+  } else {
+    const std::string src = cfg_.step_script.empty() ? "/dev/tty" : cfg_.step_script;
+    io.in = std::fopen(src.c_str(), "r");
+    if (io.in && src == "/dev/tty") {  // interactive: prompts and answers on the terminal too
+      if (FILE* o = std::fopen("/dev/tty", "w")) {
+        io.out = o;  // left open until exit
+        setvbuf(o, nullptr, _IOLBF, 0);
+      }
+    }
+  }
+  if (!io.in) {
+    std::fprintf(stderr, "hcasim: step mode: cannot read commands from %s: %s (not pausing)\n",
+                 cfg_.step_fd >= 0 ? ("descriptor " + std::to_string(cfg_.step_fd)).c_str()
+                 : cfg_.step_script.empty() ? "/dev/tty" : cfg_.step_script.c_str(),
+                 std::strerror(errno));
+    return io;
+  }
+  fcntl(fileno(io.in), F_SETFD, FD_CLOEXEC);  // not for the program's children
+  return io;
+}
+
+void World::open_step(const StepIo& io, const std::vector<std::string>& names) {
+  for (size_t i = 0; i < hcas_.size(); ++i) shadows_.push_back(std::make_unique<IommuShadow>());
+  std::vector<model::Hca*> hs;
+  std::vector<const IommuShadow*> ms;
+  for (size_t i = 0; i < hcas_.size(); ++i) {
+    hs.push_back(hcas_[i].get());
+    ms.push_back(shadows_[i].get());
+  }
+  inspector_ = std::make_unique<HcaInspector>(hs, ms, [this] { return stats_text(); });
+  const bool echo = !isatty(fileno(io.in));  // a script: echo its commands, for a readable transcript
+  step_ = std::make_unique<StepController>(io.in, true, io.out, echo, names, inspector_.get());
+  std::string err;
+  if (!step_->filter.parse(cfg_.step_filter, err)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
+  hub_.add(step_.get());
+  std::fprintf(io.out, "hcasim: step mode: pausing at %s; h for help\n",
+               cfg_.step_filter.empty() ? "every hardware event" : ("events matching " + cfg_.step_filter).c_str());
+  std::fflush(io.out);
+}
+
+World::~World() { finish(); }
+
+void World::finish() {
+  std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
+  if (finished_) return;
+  finished_ = true;
+  hub_.finish();
+  if (pcap_) pcap_->close();
+}
+
+void World::at_exit() {
+  if (int(getpid()) != pid_) return;  // a forked child: the outputs belong to the parent
+  auto put = [](const std::string& dest, const std::string& s) {
+    FILE* f = dest == "-" ? stderr : std::fopen(dest.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "hcasim: cannot write counters to %s: %s\n", dest.c_str(), std::strerror(errno));
+      return;
+    }
+    std::fputs(s.c_str(), f);
+    if (f != stderr) std::fclose(f);
+  };
+  if (!cfg_.stats.empty()) put(cfg_.stats, stats_text());
+  if (!cfg_.stats_json.empty()) put(cfg_.stats_json, stats_json() + "\n");
+  finish();
+}
 
 model::Hca* World::find(const std::string& name) {
   for (auto& h : hcas_)
@@ -223,6 +367,31 @@ std::string World::stats_json() {
 #undef X
     out += "}";
   }
+  // Per QP: the running state of every live QP (cheap: read from the contexts, nothing is
+  // counted on the data path). Counters wrap: SQ indices at 16 bits, PSNs at 24.
+  out += "},\"qps\":{";
+  first = true;
+  for (auto& h : hcas_) {
+    out += (first ? "\"" : ",\"") + h->identity().name + "\":[";
+    first = false;
+    std::vector<const model::QpContext*> qps;
+    h->core().qpc.for_each([&](const model::QpContext& q) { qps.push_back(&q); });
+    std::sort(qps.begin(), qps.end(), [](auto* a, auto* b) { return a->qpc.qpn < b->qpc.qpn; });
+    bool f1 = true;
+    for (const model::QpContext* q : qps) {
+      static const char* const st[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+      char b[512];
+      snprintf(b, sizeof b,
+               "%s{\"qpn\":%u,\"state\":\"%s\",\"dest_qpn\":%u,\"sq_pi\":%u,\"sq_fetch\":%u,\"inflight\":%zu,"
+               "\"next_psn\":%u,\"rq_ci\":%u,\"rq_pi_seen\":%u,\"epsn\":%u,\"msn\":%u,\"qpc_cached\":%s}",
+               f1 ? "" : ",", q->qpc.qpn, q->qpc.state < 7 ? st[q->qpc.state] : "?", q->qpc.dest_qpn, q->sq_pi,
+               q->sq_fetch, q->inflight.size(), q->next_psn, q->rq_ci, q->rq_pi_seen, q->epsn, q->msn,
+               h->core().qpc.is_cached(q->qpc.qpn) ? "true" : "false");
+      out += b;
+      f1 = false;
+    }
+    out += "]";
+  }
   return out + "}}";
 }
 
@@ -235,16 +404,8 @@ World* World::get() {
       return nullptr;
     }
     auto* world = new World(cfg);  // lives until exit: programs may be in verbs from other threads
-    if (!cfg.stats.empty()) {
-      std::atexit([] {
-        World* wd = World::get();
-        std::string s = wd->stats_text();
-        FILE* f = wd->config().stats == "-" ? stderr : std::fopen(wd->config().stats.c_str(), "w");
-        if (!f) return;
-        std::fputs(s.c_str(), f);
-        if (f != stderr) std::fclose(f);
-      });
-    }
+    // Registered after the engine's own handler (which locks the kernel for good), so it runs first.
+    std::atexit([] { World::get()->at_exit(); });
     return world;
   }();
   return w;

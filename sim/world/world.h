@@ -6,8 +6,15 @@
  *
  * Configured from the environment on first use (hcasim run sets these):
  *   HCASIM_HOSTS=N (2), HCASIM_PROFILE=name (roce-100g), HCASIM_TRACE=file|- ,
- *   HCASIM_TRACE_FILTER=spec, HCASIM_STATS=file|- (counters at exit), HCASIM_IDLE_US (2000),
- *   HCASIM_SEED=N (1).
+ *   HCASIM_TRACE_FILTER=spec, HCASIM_STATS=file|- (counters at exit, text),
+ *   HCASIM_STATS_JSON=file|- (the same as JSON), HCASIM_TIMELINE=file.json (Perfetto/Chrome
+ *   trace-event timeline), HCASIM_VCD=file.vcd (signals for GTKWave), HCASIM_PCAP=file.pcap
+ *   (every frame on every wire), HCASIM_STEP=1 (step mode), HCASIM_STEP_FILTER=spec (events
+ *   that pause), HCASIM_STEP_SCRIPT=file (step commands; default /dev/tty), HCASIM_STEP_FD=n
+ *   (step commands from an inherited descriptor), HCASIM_IDLE_US (2000), HCASIM_SEED=N (1).
+ *
+ * Every output is completed at exit (or when the World is destroyed): the timeline's JSON is
+ * closed, the VCD header written, the pcap flushed.
  */
 #pragma once
 
@@ -19,7 +26,11 @@
 
 #include "hca.h"
 #include "hca_link.h"
+#include "pcap_writer.h"
+#include "step_mode.h"
 #include "text_trace.h"
+#include "timeline_trace.h"
+#include "vcd_trace.h"
 #include "wire.h"
 
 namespace hcasim::sim {
@@ -30,6 +41,14 @@ struct WorldConfig {
   std::string trace;         ///< "" off, "-" stderr, else a file
   std::string trace_filter;
   std::string stats;         ///< "" off, "-" stderr, else a file
+  std::string stats_json;    ///< "" off, "-" stderr, else a file
+  std::string timeline;      ///< "" off, else a file (Chrome/Perfetto JSON)
+  std::string vcd;           ///< "" off, else a file
+  std::string pcap;          ///< "" off, else a file
+  bool step = false;         ///< step mode
+  std::string step_filter;   ///< events that pause (TraceFilter spec)
+  std::string step_script;   ///< step commands from this file ("" = /dev/tty)
+  int step_fd = -1;          ///< step commands from this descriptor (wins over step_script)
   uint32_t idle_us = 2000;
   uint64_t seed = 1;
   /** @brief Read HCASIM_*; on a bad value sets @p err (naming the variable) and returns false. */
@@ -52,13 +71,36 @@ class World {
   std::vector<drv::HcaLink*> links();
   /** @brief Counters of every HCA, as text (one block per device) or JSON. */
   std::string stats_text();
+  /** @brief Counters as JSON, plus a snapshot of every live QP (indices, PSNs, state). */
   std::string stats_json();
+  /** @brief Complete every output (trace files, timeline, VCD, pcap); later events are dropped. */
+  void finish();
+  /** @brief What the process does at exit: counters (--stats), then finish(). */
+  void at_exit();
+  StepController* step() { return step_.get(); }
 
  private:
+  /** @brief Where step commands come from and answers go. */
+  struct StepIo {
+    FILE* in = nullptr;
+    FILE* out = stderr;
+  };
+  void open_sinks(const std::vector<std::string>& names);
+  StepIo open_step_input() const;
+  void open_step(const StepIo& io, const std::vector<std::string>& names);
+
   WorldConfig cfg_;
   const model::TimingProfile* prof_;
+  int pid_ = 0;  ///< the process that built the world (a forked child does not finish its outputs)
+  bool finished_ = false;
   TraceHub hub_;
   std::unique_ptr<TextTraceSink> text_;
+  std::unique_ptr<TimelineSink> timeline_;
+  std::unique_ptr<VcdSink> vcd_;
+  std::unique_ptr<wire::PcapWriter> pcap_;
+  std::vector<std::unique_ptr<IommuShadow>> shadows_;
+  std::unique_ptr<HcaInspector> inspector_;
+  std::unique_ptr<StepController> step_;
   model::Tracer wire_tracer_;
   std::vector<std::unique_ptr<model::Hca>> hcas_;
   std::vector<std::unique_ptr<CableEnd>> cables_;

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+// Cost of each trace output: the same RDMA WRITE workload through the public ibverbs API (two
+// simulated HCAs in one process, 64-byte WRITEs, 128 in flight, 1 in 16 signaled) with every
+// output off, then with each one on alone, then all together. Each configuration runs in a fresh
+// process (the world reads HCASIM_* once), writing into a temporary directory. Figures, not
+// pass/fail: WRITE completions per CPU-second of the process (robust against other load on the
+// machine; the simulation is single-threaded) and per wall-second, and the ratio to "off".
+//
+//   trace_overhead [--ops N] [--size BYTES] [--repeat R]
+#include <infiniband/verbs.h>
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hcasim/sim_control.h"
+
+namespace {
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double cpu_now() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+struct Rate {
+  double cpu = -1, wall = -1;
+};
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "trace_overhead: %s: %s\n", what, std::strerror(errno));
+  std::exit(1);
+}
+
+struct Side {
+  ibv_context* ctx;
+  ibv_pd* pd;
+  ibv_cq* cq;
+  ibv_qp* qp;
+  ibv_mr* mr;
+  std::vector<uint8_t> buf;
+  ibv_gid gid;
+};
+
+void open_side(Side& s, ibv_device* dev, size_t bytes) {
+  s.ctx = ibv_open_device(dev);
+  if (!s.ctx) die("ibv_open_device");
+  s.pd = ibv_alloc_pd(s.ctx);
+  s.cq = ibv_create_cq(s.ctx, 1024, nullptr, nullptr, 0);
+  s.buf.assign(bytes, 0x5a);
+  s.mr = ibv_reg_mr(s.pd, s.buf.data(), bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = s.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = 256;
+  ia.cap.max_recv_wr = 16;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  s.qp = ibv_create_qp(s.pd, &ia);
+  if (!s.pd || !s.cq || !s.mr || !s.qp) die("resources");
+  if (ibv_query_gid(s.ctx, 1, 1, &s.gid)) die("ibv_query_gid");
+}
+
+void connect(Side& s, const Side& peer) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_4096;
+  a.dest_qp_num = peer.qp->qp_num;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer.gid;
+  a.ah_attr.grh.sgid_index = 1;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    die("RTR");
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 1;
+  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+    die("RTS");
+}
+
+// The workload of sim_throughput: `window` WRITEs in flight, linked batches of 16, 1 in 16 signaled.
+Rate writes_per_s(Side& a, Side& b, uint32_t size, uint64_t ops) {
+  const uint32_t window = 128, signal_every = 16;
+  uint64_t posted = 0, done = 0;
+  ibv_sge sge[16];
+  ibv_send_wr wr[16];
+  ibv_wc wc[32];
+  const double t0 = wall_now(), c0 = cpu_now();
+  while (done < ops) {
+    while (posted < ops && posted - done + 16 <= window) {
+      const uint32_t n = uint32_t(std::min<uint64_t>(16, ops - posted));
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint64_t k = posted + i;
+        const uint64_t off = (k * size) % (a.buf.size() - size);
+        sge[i] = {uint64_t(uintptr_t(a.buf.data() + off)), size, a.mr->lkey};
+        wr[i] = {};
+        wr[i].wr_id = k;
+        wr[i].sg_list = &sge[i];
+        wr[i].num_sge = 1;
+        wr[i].opcode = IBV_WR_RDMA_WRITE;
+        wr[i].send_flags = ((k + 1) % signal_every == 0 || k + 1 == ops) ? IBV_SEND_SIGNALED : 0;
+        wr[i].wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data() + off));
+        wr[i].wr.rdma.rkey = b.mr->rkey;
+        wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+      }
+      ibv_send_wr* bad;
+      if (ibv_post_send(a.qp, wr, &bad)) die("ibv_post_send");
+      posted += n;
+    }
+    const int got = ibv_poll_cq(a.cq, 32, wc);
+    if (got < 0) die("ibv_poll_cq");
+    for (int i = 0; i < got; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        std::fprintf(stderr, "trace_overhead: completion error %s\n", ibv_wc_status_str(wc[i].status));
+        std::exit(1);
+      }
+      done = wc[i].wr_id + 1;
+    }
+  }
+  Rate r;
+  r.wall = double(ops) / (wall_now() - t0);
+  r.cpu = double(ops) / std::max(1e-6, cpu_now() - c0);
+  return r;
+}
+
+// One configuration, in this (child) process: the world reads HCASIM_* at the first verbs call.
+int child(uint64_t ops, uint32_t size) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n < 2 || !hcasim_sim_present()) {
+    std::fprintf(stderr, "trace_overhead: needs two simulated devices\n");
+    return 1;
+  }
+  Side a, b;
+  open_side(a, list[0], 4 << 20);
+  open_side(b, list[1], 4 << 20);
+  connect(a, b);
+  connect(b, a);
+  writes_per_s(a, b, size, ops / 10 + 1);  // warm-up: first-touch page faults, QPC cache
+  const Rate r = writes_per_s(a, b, size, ops);
+  std::printf("RESULT %.1f %.1f\n", r.cpu, r.wall);
+  std::fflush(stdout);
+  return 0;
+}
+
+struct Config {
+  const char* name;
+  std::vector<std::pair<const char*, const char*>> env;  ///< value "@x": file x in the temp dir
+};
+
+Rate run_config(const Config& c, const std::string& dir, uint64_t ops, uint32_t size, uint64_t* bytes) {
+  int fd[2];
+  if (pipe(fd)) die("pipe");
+  const pid_t pid = fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    close(fd[0]);
+    dup2(fd[1], 1);
+    for (const char* v : {"HCASIM_TRACE", "HCASIM_TIMELINE", "HCASIM_VCD", "HCASIM_PCAP", "HCASIM_STATS",
+                          "HCASIM_STATS_JSON", "HCASIM_STEP"})
+      unsetenv(v);
+    setenv("HCASIM_IDLE_US", "0", 1);
+    for (auto& [k, v] : c.env) setenv(k, v[0] == '@' ? (dir + "/" + (v + 1)).c_str() : v, 1);
+    const std::string o = std::to_string(ops), s = std::to_string(size);
+    execl("/proc/self/exe", "trace_overhead", "--child", "--ops", o.c_str(), "--size", s.c_str(), nullptr);
+    _exit(127);
+  }
+  close(fd[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fd[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+  close(fd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  Rate rate;
+  const size_t at = out.find("RESULT ");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || at == std::string::npos) return rate;
+  char* end = nullptr;
+  rate.cpu = std::strtod(out.c_str() + at + 7, &end);
+  rate.wall = std::strtod(end, nullptr);
+  *bytes = 0;
+  for (auto& [k, v] : c.env) {
+    struct stat sb {};
+    if (v[0] == '@' && stat((dir + "/" + (v + 1)).c_str(), &sb) == 0) *bytes += uint64_t(sb.st_size);
+  }
+  return rate;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t ops = 20000;
+  uint32_t size = 64;
+  int repeat = 3;
+  bool is_child = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--ops") && i + 1 < argc) {
+      ops = std::strtoull(argv[++i], nullptr, 0);
+    } else if (!std::strcmp(argv[i], "--size") && i + 1 < argc) {
+      size = uint32_t(std::strtoul(argv[++i], nullptr, 0));
+    } else if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) {
+      repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (!std::strcmp(argv[i], "--child")) {
+      is_child = true;
+    } else {
+      std::fprintf(stderr, "usage: trace_overhead [--ops N] [--size BYTES] [--repeat R]\n");
+      return 2;
+    }
+  }
+  if (is_child) return child(ops, size);
+
+  char tmpl[] = "/tmp/hcasim-trace-overhead.XXXXXX";
+  if (!mkdtemp(tmpl)) die("mkdtemp");
+  const std::string dir = tmpl;
+  const std::vector<Config> configs = {
+      {"off", {}},
+      {"--trace FILE", {{"HCASIM_TRACE", "@trace.txt"}}},
+      {"--trace FILE --trace-filter kind=cqe.write", {{"HCASIM_TRACE", "@trace.txt"}, {"HCASIM_TRACE_FILTER", "kind=cqe.write"}}},
+      {"--timeline FILE", {{"HCASIM_TIMELINE", "@timeline.json"}}},
+      {"--vcd FILE", {{"HCASIM_VCD", "@signals.vcd"}}},
+      {"--pcap FILE", {{"HCASIM_PCAP", "@wire.pcap"}}},
+      {"--stats-json FILE", {{"HCASIM_STATS_JSON", "@stats.json"}}},
+      {"all of them", {{"HCASIM_TRACE", "@trace.txt"}, {"HCASIM_TIMELINE", "@timeline.json"},
+                       {"HCASIM_VCD", "@signals.vcd"}, {"HCASIM_PCAP", "@wire.pcap"},
+                       {"HCASIM_STATS_JSON", "@stats.json"}}},
+      {"off (again: the run-to-run noise)", {}},
+  };
+  std::printf("hcasim trace output cost: %llu RDMA WRITEs of %u B (128 in flight, 1 in 16 signaled), best of %d\n",
+              static_cast<unsigned long long>(ops), size, repeat);
+  std::printf("%-44s %13s %8s %14s %8s %11s\n", "outputs", "WRITEs/CPU-s", "vs off", "WRITEs/wall-s", "vs off",
+              "MB written");
+  Rate off;
+  for (const Config& c : configs) {
+    Rate best;
+    uint64_t bytes = 0;
+    for (int r = 0; r < repeat; ++r) {
+      const Rate x = run_config(c, dir, ops, size, &bytes);
+      best.cpu = std::max(best.cpu, x.cpu);
+      best.wall = std::max(best.wall, x.wall);
+    }
+    if (best.cpu <= 0) {
+      std::printf("%-44s %13s\n", c.name, "failed");
+      continue;
+    }
+    if (off.cpu <= 0) off = best;
+    std::printf("%-44s %13.0f %7.2fx %14.0f %7.2fx %11.1f\n", c.name, best.cpu, best.cpu / off.cpu, best.wall,
+                best.wall / off.wall, double(bytes) / 1e6);
+    std::fflush(stdout);
+  }
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return 0;
+}

@@ -1,0 +1,407 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file sinks_test.cpp
+ * @brief The trace sinks on synthetic events, without a simulation: typed fields derived from
+ *        the units' text, the Perfetto timeline (valid JSON, tracks, flows), the VCD writer
+ *        (declarations, strobes, busy lines), the step controller's commands, the hub.
+ */
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mini_json.h"
+#include "roce_packet.h"
+#include "step_mode.h"
+#include "text_trace.h"
+#include "timeline_trace.h"
+#include "trace.h"
+#include "trace_files.h"
+#include "vcd_trace.h"
+
+// libsystemc references sc_main; this test never starts a simulation.
+extern "C" int sc_main(int, char**) { return 1; }
+
+namespace hcasim::sim {
+namespace {
+
+using model::kTraceNone;
+using model::TraceEvent;
+using model::TraceKind;
+using model::TraceUnit;
+
+TraceEvent ev(uint64_t t_ns, uint32_t host, TraceUnit u, TraceKind k, uint32_t qpn, const std::string& text) {
+  TraceEvent e;
+  e.time_ps = t_ns * 1000;
+  e.host = host;
+  e.unit = u;
+  e.kind = k;
+  e.qpn = qpn;
+  e.text = text;
+  model::derive_trace_fields(e);
+  return e;
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "hcasim_sinks_" + std::to_string(getpid()) + "_" + name;
+}
+
+// ------------------------------------------------------------------ typed fields from text
+
+TEST(TraceFields, DriverPosts) {
+  auto s = ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11,
+              "post_send: SEND len=256 -> SQ WQE 7 (2 WQEBB) signaled solicited");
+  EXPECT_EQ(s.f.wqe, 7u);
+  EXPECT_EQ(s.f.count, 2u);
+  EXPECT_EQ(s.f.flags, model::kTfSignaled | model::kTfSolicited);
+  auto u = ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: RDMA_WRITE len=64 -> SQ WQE 8 (1 WQEBB)");
+  EXPECT_EQ(u.f.flags, 0);
+  auto r = ev(0, 1, TraceUnit::Driver, TraceKind::Post, 0x11, "post_recv: 1 SGE(s) -> RQ WQE 3");
+  EXPECT_EQ(r.f.wqe, 3u);
+  EXPECT_EQ(r.f.flags, model::kTfRq);
+}
+
+TEST(TraceFields, FetchDecodeStartAck) {
+  auto f = ev(0, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11,
+              "SQ WQE 1 (1 WQEBB): RDMA_WRITE_WITH_IMM len=3000 sge=1 signaled, ready in 702.6 ns");
+  EXPECT_EQ(f.f.wqe, 1u);
+  EXPECT_EQ(f.f.count, 1u);
+  EXPECT_TRUE(f.f.flags & model::kTfSignaled);
+  auto uf = ev(0, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11,
+               "SQ WQE 2 (1 WQEBB): RDMA_WRITE len=64 sge=1 unsignaled, ready in 702.6 ns");
+  EXPECT_FALSE(uf.f.flags & model::kTfSignaled);
+  auto rq = ev(0, 1, TraceUnit::Responder, TraceKind::WqeFetch, 0x11, "RQ WQE 4: 1 SGE(s)");
+  EXPECT_EQ(rq.f.wqe, 4u);
+  EXPECT_TRUE(rq.f.flags & model::kTfRq);
+  auto d = ev(0, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11,
+              "WQE 1 RDMA_WRITE_WITH_IMM: 3 packet(s) at MTU 1024, PSN 1003..1005");
+  EXPECT_EQ(d.f.wqe, 1u);
+  EXPECT_EQ(d.f.count, 3u);
+  EXPECT_EQ(d.f.psn, 1003u);
+  EXPECT_EQ(d.f.psn_last, 1005u);
+  auto st = ev(0, 0, TraceUnit::Requester, TraceKind::PktTx, 0x11,
+               "WQE 1: start RDMA_WRITE_WITH_IMM to qp 0x12, first PSN 1003");
+  EXPECT_EQ(st.f.wqe, 1u);
+  EXPECT_EQ(st.f.peer_qpn, 0x12u);
+  EXPECT_EQ(st.f.psn, 1003u);
+  auto a = ev(0, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=1005 msn=2");
+  EXPECT_EQ(a.f.psn, 1005u);
+}
+
+TEST(TraceFields, PortPackets) {
+  auto t = ev(0, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
+              "TX SEND_LAST        psn=1002     dqp=0x000011 payload=452   SE AckReq (510 B on wire)");
+  EXPECT_EQ(t.f.opcode, uint16_t(wire::BthOpcode::SEND_LAST));
+  EXPECT_EQ(t.f.psn, 1002u);
+  EXPECT_EQ(t.f.peer_qpn, 0x11u);
+  EXPECT_EQ(t.f.count, 510u);
+  EXPECT_EQ(t.f.flags, model::kTfSe | model::kTfAckReq);
+  // "SEND" must not read as the SE bit.
+  auto r = ev(0, 1, TraceUnit::Port, TraceKind::PktRx, kTraceNone,
+              "RX SEND_FIRST       psn=1000     dqp=0x000011 payload=1024 ");
+  EXPECT_EQ(r.f.opcode, uint16_t(wire::BthOpcode::SEND_FIRST));
+  EXPECT_EQ(r.f.flags, 0);
+  EXPECT_EQ(r.f.count, kTraceNone);
+  auto ack = ev(0, 1, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
+                "TX ACK              psn=1002     dqp=0x000011 payload=0     AETH[ACK msn=1] (62 B on wire)");
+  EXPECT_EQ(ack.f.opcode, uint16_t(wire::BthOpcode::ACKNOWLEDGE));
+  EXPECT_EQ(ack.f.count, 62u);
+}
+
+// ------------------------------------------------------------------ a synthetic SEND, host 0 -> host 1
+
+std::vector<TraceEvent> one_send() {
+  const uint32_t none = kTraceNone;
+  std::vector<TraceEvent> v = {
+      ev(0, 1, TraceUnit::Driver, TraceKind::Post, 0x11, "post_recv: 1 SGE(s) -> RQ WQE 0"),
+      ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: SEND len=1500 -> SQ WQE 0 (1 WQEBB) signaled"),
+      ev(150, 0, TraceUnit::Doorbell, TraceKind::Doorbell, 0x11, "UAR+0x800 SQ doorbell: qpn=0x11 producer=1"),
+      ev(750, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11, "SQ WQE 0 (1 WQEBB): SEND len=1500 sge=1 signaled, ready in 1.0 ns"),
+      ev(752, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 SEND: 2 packet(s) at MTU 1024, PSN 100..101"),
+      ev(760, 0, TraceUnit::Requester, TraceKind::PktTx, 0x11, "WQE 0: start SEND to qp 0x11, first PSN 100"),
+      ev(800, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_FIRST       psn=100      dqp=0x000011 payload=1024  (1082 B on wire)"),
+      ev(889, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq (534 B on wire)"),
+      ev(900, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_FIRST       psn=100      dqp=0x000011 payload=1024 "),
+      ev(900, 1, TraceUnit::Responder, TraceKind::WqeFetch, 0x11, "RQ WQE 0: 1 SGE(s)"),
+      ev(950, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq"),
+      ev(960, 1, TraceUnit::Port, TraceKind::PktTx, none, "TX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1] (62 B on wire)"),
+      ev(1070, 0, TraceUnit::Port, TraceKind::PktRx, none, "RX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1]"),
+      ev(1070, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=101 msn=1"),
+  };
+  v[2].f.index = 1;  // the doorbell unit passes its producer as a typed field
+  TraceEvent rc = ev(1100, 1, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] RESP_SEND wqe=0 len=1500 status=0x00 owner=0");
+  rc.f.queue = 1;
+  rc.f.index = 1;
+  rc.f.wqe = 0;
+  rc.f.flags = model::kTfRq;
+  v.push_back(rc);
+  TraceEvent sc = ev(1200, 0, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] REQ wqe=0 len=1500 status=0x00 owner=0");
+  sc.f.queue = 1;
+  sc.f.index = 1;
+  sc.f.wqe = 0;
+  v.push_back(sc);
+  return v;
+}
+
+TEST(TraceTimeline, ValidJsonTracksAndFlows) {
+  const std::string path = temp_path("timeline.json");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  auto events = one_send();
+  {
+    TimelineSink sink(f, true, {"hcasim0", "hcasim1"}, [](uint32_t bytes) { return uint64_t(bytes) * 80; });
+    for (auto& e : events) sink.record(e);
+    sink.finish();
+    sink.record(events[0]);  // after finish: ignored
+    EXPECT_EQ(sink.slices(), events.size());
+    EXPECT_EQ(sink.flows_started(), 2u);
+  }
+  minijson::Value doc;
+  std::string err;
+  ASSERT_TRUE(minijson::parse(tracetest::slurp(path), doc, err)) << err;
+  const auto& te = doc["traceEvents"];
+  ASSERT_EQ(te.type, minijson::Value::Array);
+  size_t x = 0, procs = 0;
+  std::map<double, std::string> flows;  // id -> phases in order
+  std::set<std::pair<int, int>> named_threads;
+  for (const auto& e : te.arr) {
+    const std::string ph = e["ph"].str;
+    if (ph == "M" && e["name"].str == "process_name") ++procs;
+    if (ph == "M" && e["name"].str == "thread_name") named_threads.insert({int(e["pid"].num), int(e["tid"].num)});
+    if (ph == "X") {
+      ++x;
+      EXPECT_TRUE(e.has("ts") && e.has("dur") && e.has("pid") && e.has("tid") && e["args"].has("facts"));
+      EXPECT_TRUE(named_threads.count({int(e["pid"].num), int(e["tid"].num)})) << "slice on an unnamed track";
+    }
+    if (ph == "s" || ph == "t" || ph == "f") {
+      flows[e["id"].num] += ph;
+      EXPECT_EQ(e["bp"].str, "e");
+    }
+  }
+  EXPECT_EQ(x, events.size());
+  EXPECT_EQ(procs, 2u);
+  ASSERT_EQ(flows.size(), 2u);
+  // The RQ WQE: post_recv, fetch, CQE.
+  EXPECT_EQ(flows.begin()->second, "stf");
+  // The SQ WQE: post, doorbell, fetch, decode, start, 2 TX, 2 RX, ACK TX, ACK RX, ack, CQE.
+  EXPECT_EQ(std::next(flows.begin())->second, "stttttttttttf");
+  // The first packet's slice lasts its serialisation time.
+  for (const auto& e : te.arr) {
+    if (e["ph"].str == "X" && e["name"].str == "TX SEND_FIRST") {
+      EXPECT_DOUBLE_EQ(e["dur"].num, 1082 * 80 / 1e6);
+    }
+  }
+  std::remove(path.c_str());
+}
+
+TEST(TraceTimeline, UnsignaledWqeEndsAtItsAck) {
+  const std::string path = temp_path("unsig.json");
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  {
+    TimelineSink sink(f, true, {"hcasim0", "hcasim1"});
+    sink.record(ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: RDMA_WRITE len=64 -> SQ WQE 0 (1 WQEBB)"));
+    sink.record(ev(1, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 RDMA_WRITE: 1 packet(s) at MTU 1024, PSN 5..5"));
+    sink.record(ev(9, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=5 msn=1"));
+  }
+  minijson::Value doc;
+  std::string err;
+  ASSERT_TRUE(minijson::parse(tracetest::slurp(path), doc, err)) << err;
+  std::string phases;
+  for (const auto& e : doc["traceEvents"].arr)
+    if (e["ph"].str == "s" || e["ph"].str == "t" || e["ph"].str == "f") phases += e["ph"].str;
+  EXPECT_EQ(phases, "stf");
+  std::remove(path.c_str());
+}
+
+// ------------------------------------------------------------------ VCD
+
+TEST(TraceVcd, DeclarationsStrobesAndBusyLines) {
+  const std::string path = temp_path("signals.vcd");
+  {
+    VcdSink sink(path, {"hcasim0", "hcasim1"}, [](uint32_t bytes) { return uint64_t(bytes) * 80; }, 1000);
+    ASSERT_TRUE(sink.ok());
+    for (auto& e : one_send()) sink.record(e);
+    // A second frame starting exactly when the first ends keeps tx_busy high.
+    sink.record(ev(2000, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
+                   "TX WRITE_ONLY       psn=102      dqp=0x000011 payload=8     (100 B on wire)"));
+    sink.record(ev(2008, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
+                   "TX WRITE_ONLY       psn=103      dqp=0x000011 payload=8     (100 B on wire)"));
+    sink.finish();
+  }
+  tracetest::Vcd v;
+  std::string err;
+  ASSERT_TRUE(v.parse(tracetest::slurp(path), err)) << err;
+  EXPECT_EQ(v.timescale, "1ps");
+  for (const char* s : {"hcasim0.sq_doorbell", "hcasim0.port.tx_busy", "hcasim0.port.tx_psn", "hcasim0.port.tx_opcode",
+                        "hcasim0.qp_0x000011.sq_posted", "hcasim0.qp_0x000011.sq_pi", "hcasim0.qp_0x000011.sq_ci",
+                        "hcasim1.qp_0x000011.rq_pi", "hcasim1.qp_0x000011.rq_ci", "hcasim1.port.rx_frame",
+                        "hcasim0.cq_1.pi", "hcasim1.cq_1.pi"})
+    EXPECT_NE(v.find(s), nullptr) << s;
+  // The doorbell strobe: 0 at #0, 1 at 150 ns, 0 one strobe width later.
+  const auto& db = v.changes.at(v.find("hcasim0.sq_doorbell")->code);
+  ASSERT_EQ(db.size(), 3u);
+  EXPECT_EQ(db[1], std::make_pair(uint64_t(150000), std::string("1")));
+  EXPECT_EQ(db[2], std::make_pair(uint64_t(151000), std::string("0")));
+  // Counters start unknown.
+  EXPECT_EQ(v.changes.at(v.find("hcasim0.qp_0x000011.sq_pi")->code).front().second, "x");
+  EXPECT_EQ(v.final_value("hcasim0.qp_0x000011.sq_pi"), "1");
+  EXPECT_EQ(v.final_value("hcasim0.port.tx_psn"), "1100111");  // 103
+  // tx_busy: the back-to-back frames (2000 ns + 8 ns, then 2008 ns + 8 ns) are one high stretch.
+  const auto& busy = v.changes.at(v.find("hcasim0.port.tx_busy")->code);
+  std::vector<std::pair<uint64_t, std::string>> tail(busy.end() - 2, busy.end());
+  EXPECT_EQ(tail[0], std::make_pair(uint64_t(2000000), std::string("1")));
+  EXPECT_EQ(tail[1], std::make_pair(uint64_t(2016000), std::string("0")));
+  std::remove(path.c_str());
+}
+
+TEST(TraceVcd, CqArmStateAndInterrupt) {
+  const std::string path = temp_path("arm.vcd");
+  {
+    VcdSink sink(path, {"hcasim0"}, {});
+    TraceEvent arm = ev(10, 0, TraceUnit::Cq, TraceKind::CqArm, kTraceNone, "CQ 1 arm");
+    arm.f.queue = 1;
+    arm.f.index = 3;
+    arm.f.flags = model::kTfArmed | model::kTfArmSolicited;
+    sink.record(arm);
+    TraceEvent fire = ev(20, 0, TraceUnit::Cq, TraceKind::EventDecision, 0x11, "CQ 1 EVENT");
+    fire.f.queue = 1;
+    fire.f.flags = model::kTfArmed | model::kTfArmSolicited | model::kTfEvent;
+    sink.record(fire);
+    TraceEvent irq = ev(30, 0, TraceUnit::Eq, TraceKind::Interrupt, kTraceNone, "MSI-X vector 0 -> driver");
+    irq.f.queue = 0;
+    sink.record(irq);
+  }
+  tracetest::Vcd v;
+  std::string err;
+  ASSERT_TRUE(v.parse(tracetest::slurp(path), err)) << err;
+  const auto& armed = v.changes.at(v.find("hcasim0.cq_1.armed")->code);
+  ASSERT_EQ(armed.size(), 3u);  // x, solicited (2), disarmed by the event
+  EXPECT_EQ(armed[1], std::make_pair(uint64_t(10000), std::string("10")));
+  EXPECT_EQ(armed[2], std::make_pair(uint64_t(20000), std::string("0")));
+  EXPECT_EQ(v.final_value("hcasim0.cq_1.ci"), "11");
+  EXPECT_EQ(v.changes.at(v.find("hcasim0.msix0")->code).size(), 3u);
+  std::remove(path.c_str());
+}
+
+// ------------------------------------------------------------------ step controller
+
+class FakeInspector : public ModelInspector {
+ public:
+  std::string qp(uint32_t host, uint32_t qpn) override { return "QP " + std::to_string(qpn) + "@" + std::to_string(host) + "\n"; }
+  std::string bt(uint32_t host, uint32_t qpn) override { return "BT " + std::to_string(qpn) + "@" + std::to_string(host) + "\n"; }
+  std::string cq(uint32_t host, uint32_t cqn) override { return "CQ " + std::to_string(cqn) + "@" + std::to_string(host) + "\n"; }
+  std::string stats() override { return "STATS\n"; }
+};
+
+std::string run_step(const std::string& script, const std::string& filter, uint64_t* pauses) {
+  FILE* in = fmemopen(const_cast<char*>(script.data()), script.size(), "r");
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  FakeInspector insp;
+  {
+    StepController step(in, true, out, true, {"hcasim0", "hcasim1"}, &insp);
+    std::string err;
+    EXPECT_TRUE(step.filter.parse(filter, err)) << err;
+    for (auto& e : one_send()) step.record(e);
+    *pauses = step.pauses();
+    step.finish();
+  }
+  std::fclose(out);
+  std::string s(buf, len);
+  free(buf);
+  return s;
+}
+
+TEST(TraceStep, ContinueNextPrintQuit) {
+  uint64_t pauses = 0;
+  const std::string out = run_step(
+      "c 2\nn pkt\np qp 0x11\nn cqe\np bt 17 1\np cq 1 hcasim1\np stats\nbogus\nq\nc\n", "", &pauses);
+  // Pauses: the 1st event; c 2 -> the 3rd (doorbell); n pkt -> the first port packet; n cqe ->
+  // the RECV CQE on host 1 (n ignores the step filter); q -> no more.
+  EXPECT_NE(out.find("post_recv: 1 SGE(s) -> RQ WQE 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("UAR+0x800 SQ doorbell"), std::string::npos) << out;
+  EXPECT_NE(out.find("pkt.tx      -         TX SEND_FIRST"), std::string::npos) << out;
+  EXPECT_NE(out.find("QP 17@0"), std::string::npos) << out;  // default host: the event's
+  EXPECT_NE(out.find("cqe.write   0x000011  CQ 1 CQE[0] RESP_SEND"), std::string::npos) << out;
+  EXPECT_NE(out.find("BT 17@1"), std::string::npos) << out;
+  EXPECT_NE(out.find("CQ 1@1"), std::string::npos) << out;
+  EXPECT_NE(out.find("STATS"), std::string::npos) << out;
+  EXPECT_NE(out.find("unknown command 'bogus'"), std::string::npos) << out;
+  EXPECT_NE(out.find("step: no more pauses"), std::string::npos) << out;
+  EXPECT_EQ(out.find("REQ wqe=0"), std::string::npos) << out;  // after q: not shown
+  EXPECT_EQ(pauses, 4u);
+}
+
+TEST(TraceStep, FilterAndEndOfInput) {
+  uint64_t pauses = 0;
+  const std::string out = run_step("s\n", "unit=port;kind=pkt.tx", &pauses);
+  // Pauses at the first port TX, steps to the second, then the input ends: no more pauses.
+  EXPECT_EQ(pauses, 2u);
+  EXPECT_NE(out.find("TX SEND_FIRST"), std::string::npos) << out;
+  EXPECT_NE(out.find("TX SEND_LAST"), std::string::npos) << out;
+  EXPECT_NE(out.find("end of commands"), std::string::npos) << out;
+  EXPECT_EQ(out.find("TX ACK"), std::string::npos) << out;
+}
+
+TEST(TraceStep, HelpAndBadArguments) {
+  uint64_t pauses = 0;
+  const std::string out = run_step("h\nc x\np qp\np qp 1 hcasim7\nn kind=nope\nq\n", "", &pauses);
+  EXPECT_NE(out.find("step commands:"), std::string::npos) << out;
+  EXPECT_NE(out.find("positive count"), std::string::npos) << out;
+  EXPECT_NE(out.find("p qp QPN"), std::string::npos) << out;
+  EXPECT_NE(out.find("no host 'hcasim7'"), std::string::npos) << out;
+  EXPECT_NE(out.find("unknown trace kind 'nope'"), std::string::npos) << out;
+  EXPECT_EQ(pauses, 1u);
+}
+
+// ------------------------------------------------------------------ hub, text
+
+class CountingSink : public model::TraceSink {
+ public:
+  void record(const TraceEvent&) override { ++events; }
+  void finish() override { ++finishes; }
+  int events = 0, finishes = 0;
+};
+
+TEST(TraceHub, FansOutAndFinishesOnce) {
+  TraceHub hub;
+  CountingSink a, b;
+  hub.add(&a);
+  hub.add(&b);
+  auto e = ev(1, 0, TraceUnit::Doorbell, TraceKind::Doorbell, 0x11, "x");
+  hub.record(e);
+  hub.finish();
+  hub.finish();
+  hub.record(e);
+  EXPECT_EQ(a.events, 1);
+  EXPECT_EQ(b.events, 1);
+  EXPECT_EQ(a.finishes, 1);
+}
+
+TEST(TraceText, LineFormatMatchesTheSink) {
+  auto e = ev(5376400, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone, "TX WRITE_LAST_IMM");
+  e.time_ps += 400;
+  EXPECT_EQ(format_trace_line(e, {"hcasim0"}),
+            "       5376400.400  hcasim0  port      pkt.tx      -         TX WRITE_LAST_IMM\n");
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* out = open_memstream(&buf, &len);
+  {
+    TextTraceSink sink(out, false, {"hcasim0"});
+    sink.record(e);
+    sink.finish();
+  }
+  std::fclose(out);
+  EXPECT_EQ(std::string(buf, len), std::string(text_trace_header()) + format_trace_line(e, {"hcasim0"}));
+  free(buf);
+}
+
+}  // namespace
+}  // namespace hcasim::sim
