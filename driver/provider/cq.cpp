@@ -159,8 +159,18 @@ int destroy_cq(ibv_cq* cq) {
   k.command(mb);
   if (q->channel) {
     std::lock_guard<std::mutex> g(q->channel->mu);
-    for (auto it = q->channel->pending.begin(); it != q->channel->pending.end();)
-      it = *it == q ? q->channel->pending.erase(it) : it + 1;
+    // The CQ's queued events die with it. The channel's eventfd counts queued events (one
+    // read per ibv_get_cq_event), so take one count per dropped event too: otherwise the fd
+    // stays readable with nothing to take and a non-blocking ibv_get_cq_event spins.
+    for (auto it = q->channel->pending.begin(); it != q->channel->pending.end();) {
+      if (*it != q) {
+        ++it;
+        continue;
+      }
+      it = q->channel->pending.erase(it);
+      uint64_t one;
+      if (read(q->channel->ch.fd, &one, sizeof one) < 0) { /* count and queue move together */ }
+    }
     q->channel->users--;
   }
   k.dbrecs().free(q->dbrec);

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# CLI-level end-to-end checks: unmodified programs under `hcasim run`.
+#
+#   cli_test.sh three_ops   HCASIM THREE_OPS   lab 1 passes under the simulator
+#   cli_test.sh devices     HCASIM             ibv_devices lists hcasim0 and hcasim1
+#   cli_test.sh devinfo     HCASIM             ibv_devinfo (-v): port, link layer, GIDs
+#   cli_test.sh trace       HCASIM THREE_OPS   the step trace shows the whole WRITE_WITH_IMM path, in order
+#   cli_test.sh determinism HCASIM THREE_OPS   two runs give byte-identical traces
+#
+# Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
+set -u
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*" >&2; exit 77; }
+
+mode=${1:?mode}
+hcasim=${2:?path to hcasim}
+[ -x "$hcasim" ] || fail "no hcasim at $hcasim"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hcasim-cli.XXXXXX") || fail "mktemp"
+keep=0
+cleanup() { [ "$keep" = 1 ] && echo "files kept in $tmp" >&2 || rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# run OUT args...: run hcasim with a time limit; stdout+stderr to OUT; returns the exit status.
+# E2E_PRELOAD (sanitizer builds): a runtime the programs under test must load first.
+run() {
+  local out=$1; shift
+  if [ -n "${E2E_PRELOAD:-}" ]; then
+    timeout 60 env LD_PRELOAD="$E2E_PRELOAD" "$hcasim" "$@" >"$out" 2>&1
+  else
+    timeout 60 "$hcasim" "$@" >"$out" 2>&1
+  fi
+}
+
+need_tool() {
+  command -v "$1" >/dev/null 2>&1 || skip "$1 not installed (Debian package ibverbs-utils)"
+}
+
+case "$mode" in
+three_ops)
+  prog=${3:?three_ops}
+  run "$tmp/out" run -- "$prog"
+  rc=$?
+  cat "$tmp/out"
+  [ $rc -eq 0 ] || fail "three_ops exited $rc"
+  grep -q "^all checks passed$" "$tmp/out" || fail "no 'all checks passed'"
+  ;;
+
+devices)
+  need_tool ibv_devices
+  run "$tmp/out" run -- ibv_devices
+  rc=$?
+  cat "$tmp/out"
+  [ $rc -eq 0 ] || fail "ibv_devices exited $rc"
+  for d in hcasim0 hcasim1; do
+    grep -Eq "^[[:space:]]+$d[[:space:]]+[0-9a-f]{16}$" "$tmp/out" || fail "ibv_devices does not list $d with a GUID"
+  done
+  ;;
+
+devinfo)
+  need_tool ibv_devinfo
+  run "$tmp/out" run -- ibv_devinfo
+  rc=$?
+  cat "$tmp/out"
+  [ $rc -eq 0 ] || fail "ibv_devinfo exited $rc"
+  grep -Eq "^hca_id:[[:space:]]+hcasim0$" "$tmp/out" || fail "no hca_id hcasim0"
+  grep -Eq "^hca_id:[[:space:]]+hcasim1$" "$tmp/out" || fail "no hca_id hcasim1"
+  grep -Eq "link_layer:[[:space:]]+Ethernet$" "$tmp/out" || fail "no 'link_layer: Ethernet'"
+  grep -Eq "state:[[:space:]]+PORT_ACTIVE \(4\)$" "$tmp/out" || fail "no 'state: PORT_ACTIVE'"
+
+  run "$tmp/v" run -- ibv_devinfo -v -d hcasim0
+  rc=$?
+  cat "$tmp/v"
+  [ $rc -eq 0 ] || fail "ibv_devinfo -v exited $rc"
+  grep -Eq "GID\[ *0\]:[[:space:]]+fe80::[0-9a-f:]+, RoCE v2$" "$tmp/v" || fail "GID index 0 is not fe80::..."
+  grep -Eq "GID\[ *1\]:[[:space:]]+::ffff:192\.0\.2\.1, RoCE v2$" "$tmp/v" || fail "GID index 1 is not ::ffff:192.0.2.1"
+  ;;
+
+trace)
+  prog=${3:?three_ops}
+  run "$tmp/out" run --trace "$tmp/trace" -- "$prog"
+  rc=$?
+  [ $rc -eq 0 ] || { cat "$tmp/out"; fail "three_ops under --trace exited $rc"; }
+  [ -s "$tmp/trace" ] || fail "no trace written"
+  # The steps in order (each after the previous one), columns: time host unit event qpn facts.
+  # The first SQ doorbell, its QPC lookup, the buffer-table walk to the SQ page and the WQE fetch;
+  # then the RDMA WRITE WITH IMMEDIATE: request packets out and in, the ACK, the receiver's CQE
+  # and its completion-event decision, and the interrupt that delivers it.
+  awk '
+    BEGIN {
+      n = 0
+      want[n] = "doorbell";   pat[n++] = "SQ doorbell"
+      want[n] = "qpc.lookup"; pat[n++] = "SQ doorbell"
+      want[n] = "bt.walk";    pat[n++] = "^sq: page 0"
+      want[n] = "wqe.fetch";  pat[n++] = "^SQ WQE 0"
+      want[n] = "pkt.tx";     pat[n++] = "TX WRITE_FIRST"
+      want[n] = "pkt.rx";     pat[n++] = "RX WRITE_FIRST"
+      want[n] = "pkt.rx";     pat[n++] = "RX WRITE_LAST_IMM"
+      want[n] = "pkt.tx";     pat[n++] = "TX ACK .*AETH\\[ACK"
+      want[n] = "ack";        pat[n++] = "^ACK psn="
+      want[n] = "cqe.write";  pat[n++] = "RESP_WRITE_IMM .*\\+imm status=0x00"
+      want[n] = "event";      pat[n++] = "EVENT"
+      want[n] = "irq";        pat[n++] = "MSI-X"
+      i = 0
+    }
+    /^#/ { next }
+    i < n && $4 == want[i] {
+      facts = $0
+      sub(/^[[:space:]]*[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+[^[:space:]]+[[:space:]]+/, "", facts)
+      if (facts ~ pat[i]) { printf "step %2d at line %5d: %s\n", i + 1, NR, $0; i++ }
+    }
+    END {
+      if (i < n) { printf "missing step %d: event %s matching /%s/\n", i + 1, want[i], pat[i]; exit 1 }
+    }' "$tmp/trace" || { keep=1; fail "trace lacks a step (or has it out of order)"; }
+  # The packet whose arrival completes the message left the requester after the FIRST one.
+  awk '$4 == "pkt.tx" && /TX WRITE_FIRST/ { f = NR } $4 == "pkt.tx" && /TX WRITE_LAST_IMM/ && f { ok = 1 }
+       END { exit !ok }' "$tmp/trace" || { keep=1; fail "no TX WRITE_LAST_IMM after TX WRITE_FIRST"; }
+  ;;
+
+determinism)
+  prog=${3:?three_ops}
+  # trace_pair TAG ARGS...: two runs with the same arguments; 0 if the traces are byte-identical.
+  trace_pair() {
+    local tag=$1; shift
+    for k in 1 2; do
+      run "$tmp/out.$tag.$k" run "$@" --trace "$tmp/trace.$tag.$k" -- "$prog"
+      rc=$?
+      [ $rc -eq 0 ] || { cat "$tmp/out.$tag.$k"; fail "$tag run $k exited $rc"; }
+    done
+    [ -s "$tmp/trace.$tag.1" ] || fail "no trace written"
+    cmp -s "$tmp/trace.$tag.1" "$tmp/trace.$tag.2"
+  }
+  # 1. Time driven by the program alone (--idle-us 0): three_ops waits only in verbs calls, so
+  #    the same program must give the same trace, byte for byte, every time.
+  if ! trace_pair strict --idle-us 0; then
+    keep=1
+    diff "$tmp/trace.strict.1" "$tmp/trace.strict.2" | head -20 >&2
+    fail "two runs of the same program gave different traces (--idle-us 0)"
+  fi
+  echo "identical traces (--idle-us 0): $(wc -l <"$tmp/trace.strict.1") lines, $(wc -c <"$tmp/trace.strict.1") bytes"
+  # 2. Default settings. The idle advance (after 2 ms without a verbs call) can also move time
+  #    if the OS stalls the program that long between two calls (a loaded machine, sanitizers),
+  #    so a difference is retried; differing three times in a row is a failure.
+  ok=0
+  for attempt in 1 2 3; do
+    if trace_pair "default$attempt"; then ok=1; break; fi
+    echo "note: default-settings traces differed on attempt $attempt:" >&2
+    diff "$tmp/trace.default$attempt.1" "$tmp/trace.default$attempt.2" | head -4 >&2
+  done
+  if [ $ok != 1 ]; then
+    keep=1
+    fail "two runs of the same program gave different traces (default settings, 3 attempts)"
+  fi
+  cmp -s "$tmp/trace.strict.1" "$tmp/trace.default$attempt.1" || {
+    keep=1
+    fail "default settings and --idle-us 0 gave different traces for a program that waits in verbs"
+  }
+  echo "identical traces (default settings, attempt $attempt)"
+  ;;
+
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
+echo "PASS: $mode"
