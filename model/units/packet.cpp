@@ -4,8 +4,9 @@
 namespace hcasim::model {
 namespace {
 std::vector<Packet*>& pool() {
-  static std::vector<Packet*> free_list;
-  return free_list;
+  // Never destroyed: frames may still be in flight when the process exits.
+  static auto* free_list = new std::vector<Packet*>;
+  return *free_list;
 }
 uint64_t next_id = 1;
 }  // namespace

@@ -93,7 +93,7 @@ TEST_P(Opcodes, Transfer) {
   Host& dst = is_read ? a_ : b_;
   const uint32_t seed = 0x100u * uint32_t(op) + uint32_t(len_kind) + mtu;
   const std::vector<uint8_t> want = make_pattern(len, seed);
-  memcpy(src.buf + kSrcOff, want.data(), len);
+  if (len) memcpy(src.buf + kSrcOff, want.data(), len);  // (an empty vector's data() may be null)
   memset(dst.buf, kCanary, dst.size);
 
   const uint64_t wr_id = 0xabc0000000000000ull | (uint64_t(seed) << 8) | 1;

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+// Every collective x data type x reduction x size on VERBS_RANKS ranks (threads, one simulated
+// HCA each), checked exactly: integer inputs are arbitrary 32/64-bit values (sums and products
+// wrap), float inputs are small integers or powers of two so every result is exact in any
+// summation order.
+#include <cmath>
+#include <sstream>
+#include <type_traits>
+#include <cstring>
+
+#include "verbs_test_util.h"
+
+#ifndef VERBS_RANKS
+#error "build with -DVERBS_RANKS=<ranks>"
+#endif
+
+using namespace verbs_test;
+
+namespace {
+
+constexpr int P = VERBS_RANKS;
+const DataType kTypes[] = {DataType::Float, DataType::Double, DataType::Int32, DataType::Int64};
+const ReduceOp kOps[] = {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::Prod};
+
+// Element i of rank r's input for (type, op), as the type's bit pattern in a uint64_t.
+template <class T>
+T input(int r, size_t i, ReduceOp op, int salt = 0) {
+  const uint64_t x = uint64_t(i) + uint64_t(salt) * 1000003;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (op == ReduceOp::Prod) {
+      static const T v[] = {T(2), T(0.5), T(-1), T(1)};
+      return v[(x + 2 * uint64_t(r)) % 4];
+    }
+    if (op == ReduceOp::Sum) return T(int64_t((x * 7 + uint64_t(r) * 3) % 23) - 11);
+    return T(int64_t((x * 31 + uint64_t(r) * 17) % 101) - 50) + T(0.25);
+  } else {
+    if (op == ReduceOp::Prod) {
+      static const T v[] = {T(1), T(-1), T(2), T(3)};
+      return v[(x + uint64_t(r)) % 4];
+    }
+    using U = std::make_unsigned_t<T>;
+    return T(U(x * 0x9E3779B97F4A7C15ull + uint64_t(r) * 0x632BE59BD9B4E019ull + (x >> 3)));
+  }
+}
+
+// Independent of the library's kernels.
+template <class T>
+T combine(T a, T b, ReduceOp op) {
+  using U = std::conditional_t<std::is_integral_v<T>, std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>, T>;
+  switch (op) {
+    case ReduceOp::Sum:
+      if constexpr (std::is_integral_v<T>) return T(U(a) + U(b));
+      else return a + b;
+    case ReduceOp::Prod:
+      if constexpr (std::is_integral_v<T>) return T(U(a) * U(b));
+      else return a * b;
+    case ReduceOp::Min: return b < a ? b : a;
+    case ReduceOp::Max: return a < b ? b : a;
+  }
+  return a;
+}
+
+template <class T>
+T expected(size_t i, ReduceOp op, int salt = 0) {
+  T acc = input<T>(0, i, op, salt);
+  for (int r = 1; r < P; ++r) acc = combine(acc, input<T>(r, i, op, salt), op);
+  return acc;
+}
+
+template <class T>
+void fill(std::vector<uint8_t>& buf, int r, size_t count, ReduceOp op, int salt = 0) {
+  buf.assign(count * sizeof(T), 0);
+  T* p = reinterpret_cast<T*>(buf.data());
+  for (size_t i = 0; i < count; ++i) p[i] = input<T>(r, i, op, salt);
+}
+
+// Throws naming the first wrong element (the rank's thread turns it into a test failure).
+template <class T>
+void check(const void* data, size_t count, const std::function<T(size_t)>& want, const std::string& what) {
+  const T* p = static_cast<const T*>(data);
+  for (size_t i = 0; i < count; ++i) {
+    const T w = want(i);
+    if (std::memcmp(&p[i], &w, sizeof(T)) != 0) {
+      std::ostringstream os;
+      os << what << ": element " << i << " of " << count << " is " << +p[i] << ", want " << +w;
+      throw std::runtime_error(os.str());
+    }
+  }
+}
+
+template <class F>
+void dispatch(DataType t, F&& f) {
+  switch (t) {
+    case DataType::Float: return f(float{});
+    case DataType::Double: return f(double{});
+    case DataType::Int32: return f(int32_t{});
+    case DataType::Int64: return f(int64_t{});
+  }
+}
+
+std::string name(DataType t, ReduceOp op, size_t count) {
+  return std::string(dataTypeName(t)) + "/" + reduceOpName(op) + "/" + std::to_string(count);
+}
+
+// Element counts: empty, one, fewer than ranks, uneven chunks, and up to 1 MiB of data.
+// @p perRank: the count is per rank (allgather, reduce-scatter), so the large ones are divided
+// by the rank count to keep the whole buffer at most 1 MiB, as nccl-tests sizes it.
+std::vector<size_t> counts(DataType t, bool large, bool perRank = false) {
+  std::vector<size_t> c = {0, 1, size_t(P - 1), size_t(3 * P + 1), 1000};
+  if (large) {
+    c.push_back((65536 + 3) / (perRank ? P : 1));              // ~256 KiB of 4-byte elements
+    c.push_back((1u << 20) / dataTypeSize(t) / (perRank ? P : 1));  // 1 MiB
+  }
+  return c;
+}
+
+RankOptions opts(PollMode mode = PollMode::BusyPoll) {
+  RankOptions o;
+  o.mode = mode;
+  o.ctx.pair.timeout = std::chrono::milliseconds(20000);
+  return o;
+}
+
+void allreduceSweep(const CollectiveOptions& co, PollMode mode, bool allSizesForAllOps) {
+  runRanks(P, opts(mode), [&](Context& ctx) {
+    for (DataType t : kTypes)
+      for (ReduceOp op : kOps)
+        for (size_t n : counts(t, allSizesForAllOps))
+          dispatch(t, [&](auto zero) {
+            using T = decltype(zero);
+            std::vector<uint8_t> buf;
+            fill<T>(buf, ctx.rank(), n, op);
+            Allreduce ar(ctx, buf.data(), n, t, op, co);
+            ar.run();
+            check<T>(buf.data(), n, [&](size_t i) { return expected<T>(i, op); },
+                     "allreduce " + std::string(allreduceAlgorithmName(ar.algorithm())) + " " + name(t, op, n));
+          });
+  });
+}
+
+}  // namespace
+
+TEST(Allreduce, RingEveryTypeOpSize) {
+  Watchdog wd(55);
+  CollectiveOptions co;
+  co.algorithm = AllreduceAlgorithm::Ring;
+  allreduceSweep(co, PollMode::BusyPoll, true);
+}
+
+TEST(Allreduce, RingChunkedEveryTypeOpSize) {
+  Watchdog wd(55);
+  CollectiveOptions co;
+  co.algorithm = AllreduceAlgorithm::RingChunked;
+  co.segmentBytes = 8192;  // many segments in flight even for small messages
+  co.regions = 3;
+  allreduceSweep(co, PollMode::BusyPoll, true);
+}
+
+TEST(Allreduce, RepeatedRunsReuseRegistrations) {
+  Watchdog wd(55);
+  runRanks(P, opts(), [&](Context& ctx) {
+    for (AllreduceAlgorithm a : {AllreduceAlgorithm::Ring, AllreduceAlgorithm::RingChunked}) {
+      CollectiveOptions co;
+      co.algorithm = a;
+      co.segmentBytes = 4096;
+      const size_t n = 20000;
+      std::vector<uint8_t> buf;
+      Allreduce ar(ctx, nullptr, 0, DataType::Int64, ReduceOp::Sum, co);  // a no-op instance in between
+      std::vector<int64_t> v(n);
+      Allreduce ar2(ctx, v.data(), n, DataType::Int64, ReduceOp::Sum, co);
+      for (int it = 0; it < 4; ++it) {
+        for (size_t i = 0; i < n; ++i) v[i] = input<int64_t>(ctx.rank(), i, ReduceOp::Sum, it);
+        ar.run();
+        ar2.run();
+        check<int64_t>(v.data(), n, [&](size_t i) { return expected<int64_t>(i, ReduceOp::Sum, it); },
+                       "run " + std::to_string(it));
+      }
+    }
+  });
+}
+
+TEST(Allreduce, EventModeSolicited) {
+  Watchdog wd(55);
+  runRanks(P, opts(PollMode::Event), [&](Context& ctx) {
+    for (DataType t : kTypes)
+      for (size_t n : {size_t(1), size_t(1000), size_t(70000)})
+        dispatch(t, [&](auto zero) {
+          using T = decltype(zero);
+          std::vector<uint8_t> buf;
+          fill<T>(buf, ctx.rank(), n, ReduceOp::Sum);
+          CollectiveOptions co;
+          co.segmentBytes = 16384;
+          allreduce(ctx, buf.data(), n, t, ReduceOp::Sum, co);
+          check<T>(buf.data(), n, [&](size_t i) { return expected<T>(i, ReduceOp::Sum); }, "event " + name(t, ReduceOp::Sum, n));
+        });
+    if (ctx.device().eventsHandled() == 0) throw std::runtime_error("event mode handled no completion events");
+  });
+}
+
+TEST(ReduceScatter, EveryTypeOpSize) {
+  Watchdog wd(55);
+  runRanks(P, opts(), [&](Context& ctx) {
+    const int r = ctx.rank();
+    for (DataType t : kTypes)
+      for (ReduceOp op : kOps)
+        for (size_t n : counts(t, op == ReduceOp::Sum || op == ReduceOp::Max, true))
+          for (AllreduceAlgorithm a : {AllreduceAlgorithm::Ring, AllreduceAlgorithm::RingChunked}) {
+            if (n > 1000 && a == AllreduceAlgorithm::Ring && op != ReduceOp::Sum) continue;
+            dispatch(t, [&](auto zero) {
+              using T = decltype(zero);
+              std::vector<uint8_t> in;
+              fill<T>(in, r, n * P, op);
+              const std::vector<uint8_t> orig = in;
+              std::vector<uint8_t> out(n * sizeof(T) + 1, 0xee);
+              CollectiveOptions co;
+              co.algorithm = a;
+              co.segmentBytes = 16384;
+              reduceScatter(ctx, in.data(), out.data(), n, t, op, co);
+              check<T>(out.data(), n, [&](size_t i) { return expected<T>(size_t(r) * n + i, op); },
+                       "reduce-scatter " + name(t, op, n));
+              if (in != orig) throw std::runtime_error("reduce-scatter modified its input");
+              if (out.back() != 0xee) throw std::runtime_error("reduce-scatter wrote past the output");
+            });
+          }
+  });
+}
+
+TEST(Allgather, EveryTypeSizeInAndOutOfPlace) {
+  Watchdog wd(55);
+  runRanks(P, opts(), [&](Context& ctx) {
+    const int r = ctx.rank();
+    for (DataType t : kTypes)
+      for (size_t n : counts(t, true, true))
+        for (bool inPlace : {false, true})
+          dispatch(t, [&](auto zero) {
+            using T = decltype(zero);
+            std::vector<uint8_t> mine;
+            fill<T>(mine, r, n, ReduceOp::Max, 5);
+            std::vector<uint8_t> out(n * P * sizeof(T), 0xcd);
+            const void* in = mine.data();
+            if (inPlace) {
+              if (n) std::memcpy(out.data() + size_t(r) * n * sizeof(T), mine.data(), mine.size());
+              in = out.data() + size_t(r) * n * sizeof(T);
+            }
+            CollectiveOptions co;
+            co.segmentBytes = 65536;
+            allgather(ctx, in, out.data(), n, t, co);
+            check<T>(out.data(), n * P,
+                     [&](size_t i) { return input<T>(int(i / (n ? n : 1)), i % (n ? n : 1), ReduceOp::Max, 5); },
+                     std::string("allgather ") + (inPlace ? "in place " : "") + name(t, ReduceOp::Max, n));
+          });
+  });
+}
+
+TEST(Broadcast, EveryTypeSizeRoot) {
+  Watchdog wd(55);
+  runRanks(P, opts(), [&](Context& ctx) {
+    const int r = ctx.rank();
+    for (DataType t : kTypes)
+      for (size_t n : counts(t, true))
+        for (int root = 0; root < P; ++root) {
+          if (n > 1000 && root != 0 && root != P - 1) continue;
+          dispatch(t, [&](auto zero) {
+            using T = decltype(zero);
+            std::vector<uint8_t> buf;
+            fill<T>(buf, r, n, ReduceOp::Min, 9);  // every rank starts with different data
+            CollectiveOptions co;
+            co.segmentBytes = 32768;
+            broadcast(ctx, buf.data(), n, t, root, co);
+            check<T>(buf.data(), n, [&](size_t i) { return input<T>(root, i, ReduceOp::Min, 9); },
+                     "broadcast root " + std::to_string(root) + " " + name(t, ReduceOp::Min, n));
+          });
+        }
+  });
+}
+
+TEST(Barrier, NobodyLeavesEarly) {
+  Watchdog wd(55);
+  std::atomic<int> arrived{0};
+  runRanks(P, opts(), [&](Context& ctx) {
+    Barrier b(ctx);
+    for (int k = 0; k < 50; ++k) {
+      if (k % 7 == ctx.rank()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a late rank
+      arrived.fetch_add(1);
+      b.run();
+      if (arrived.load() < (k + 1) * P)
+        throw std::runtime_error("left barrier " + std::to_string(k) + " before every rank arrived");
+    }
+    barrier(ctx);  // one-shot form
+  });
+}

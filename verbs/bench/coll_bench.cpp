@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: Apache-2.0
+// coll-bench: collective bandwidth and latency over the verbs/ transport, reported the way
+// nccl-tests does (algbw = bytes / time; busbw = algbw * the collective's bus factor).
+//
+//   coll-bench --op allreduce -b 8 -e 256M -f 2 --rank R --size N --store tcp:HOST:PORT
+//   hcasim run --hosts 4 -- coll-bench --op allreduce --ranks-as-threads 4 -e 1M
+//
+// Run `coll-bench --help` for every option.
+#include <dlfcn.h>
+#include <getopt.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "hcasim/verbs/collectives.h"
+#include "hcasim/verbs/context.h"
+#include "hcasim/verbs/device.h"
+#include "hcasim/verbs/error.h"
+#include "hcasim/verbs/launcher.h"
+#include "hcasim/verbs/store.h"
+
+using namespace hcasim::verbs;
+
+namespace {
+
+enum class Op { Allreduce, Broadcast, Allgather, ReduceScatter, Barrier };
+
+struct Options {
+  Op op = Op::Allreduce;
+  std::string opName = "allreduce";
+  int rank = -1, size = -1, threads = 0;
+  std::string store;
+  std::string device;  // name, or comma-separated names for --ranks-as-threads
+  int gidIndex = -1;
+  int port = 1;
+  size_t minBytes = 8, maxBytes = 8 << 20;
+  double factor = 2;
+  size_t stepBytes = 0;
+  int iters = 20, warmup = 5;
+  DataType type = DataType::Float;
+  ReduceOp redop = ReduceOp::Sum;
+  int root = 0;
+  CollectiveOptions coll;
+  PollMode mode = PollMode::Event;
+  bool check = true;
+  std::string clock = "auto";
+  int timeoutMs = 60000;
+  uint32_t dataWr = 32, ackWr = 8;
+};
+
+[[noreturn]] void usage(int rc) {
+  std::printf(
+      "usage: coll-bench [options]\n"
+      "  --op OP               allreduce | broadcast | allgather | reduce-scatter | barrier (default allreduce)\n"
+      "  -b, --minbytes SIZE   smallest message (default 8); K, M, G suffixes\n"
+      "  -e, --maxbytes SIZE   largest message (default 8M)\n"
+      "  -f, --stepfactor F    multiply the size by F each step (default 2)\n"
+      "  -i, --stepbytes SIZE  add SIZE each step instead\n"
+      "  -n, --iters N         timed iterations per size (default 20)\n"
+      "  -w, --warmup N        untimed iterations per size (default 5)\n"
+      "  -d, --datatype T      float | double | int32 | int64 (default float)\n"
+      "  -o, --redop OP        sum | min | max | prod (default sum)\n"
+      "  -r, --root R          broadcast root (default 0)\n"
+      "  -c, --check 0|1       verify results exactly after timing (default 1)\n"
+      "  --algo A              allreduce/reduce-scatter: auto | ring | ring-chunked (default auto)\n"
+      "  --segment SIZE        pipelining segment (default 256K)\n"
+      "  --regions N           scratch regions of ring-chunked (default 4)\n"
+      "  --rank R --size N     this process's rank and the group size (else OMPI_COMM_WORLD_*,\n"
+      "                        SLURM_PROCID/SLURM_NTASKS, PMI_RANK/PMI_SIZE)\n"
+      "  --store SPEC          file:DIR | tcp:HOST:PORT (rank 0 serves) | redis:HOST:PORT | hash\n"
+      "  --ranks-as-threads N  run N ranks as threads of this process (in-process store, device i = ith)\n"
+      "  --device NAME[,NAME]  RDMA device(s) (default: first active; with threads, one each in list order)\n"
+      "  --port N              port (default 1)\n"
+      "  --gid-index I         GID index (default: the IPv4-mapped RoCEv2 GID on Ethernet, 0 on IB)\n"
+      "  --mode event|busy     completion handling (default event)\n"
+      "  --data-wr N --ack-wr N  flow-control budgets per connection (default 32, 8)\n"
+      "  --clock auto|wall|sim times from the wall clock or the simulator's clock (auto: sim if present)\n"
+      "  --timeout-ms MS       bound on every wait (default 60000)\n"
+      "Sizes are bytes of the largest buffer involved (allgather: the output, reduce-scatter: the input),\n"
+      "as in nccl-tests. busbw factors: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n, broadcast 1.\n"
+      "Not done yet: a Gloo comparison mode.\n");
+  std::exit(rc);
+}
+
+size_t parseSize(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  std::string suf(end);
+  size_t mul = 1;
+  if (suf == "K" || suf == "k") mul = 1024;
+  else if (suf == "M" || suf == "m") mul = 1024 * 1024;
+  else if (suf == "G" || suf == "g") mul = size_t(1) << 30;
+  else if (!suf.empty()) throw std::invalid_argument("bad size '" + s + "'");
+  if (s.empty() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
+  return size_t(v * double(mul));
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  enum { kOp = 256, kRank, kSize, kStore, kThreads, kDevice, kGid, kPort, kAlgo, kSegment, kRegions, kMode, kClock,
+         kTimeout, kDataWr, kAckWr, kHelp };
+  static const option longs[] = {
+      {"op", required_argument, nullptr, kOp}, {"rank", required_argument, nullptr, kRank},
+      {"size", required_argument, nullptr, kSize}, {"store", required_argument, nullptr, kStore},
+      {"ranks-as-threads", required_argument, nullptr, kThreads}, {"device", required_argument, nullptr, kDevice},
+      {"gid-index", required_argument, nullptr, kGid}, {"port", required_argument, nullptr, kPort},
+      {"algo", required_argument, nullptr, kAlgo}, {"segment", required_argument, nullptr, kSegment},
+      {"regions", required_argument, nullptr, kRegions}, {"mode", required_argument, nullptr, kMode},
+      {"clock", required_argument, nullptr, kClock}, {"timeout-ms", required_argument, nullptr, kTimeout},
+      {"data-wr", required_argument, nullptr, kDataWr}, {"ack-wr", required_argument, nullptr, kAckWr},
+      {"minbytes", required_argument, nullptr, 'b'}, {"maxbytes", required_argument, nullptr, 'e'},
+      {"stepfactor", required_argument, nullptr, 'f'}, {"stepbytes", required_argument, nullptr, 'i'},
+      {"iters", required_argument, nullptr, 'n'}, {"warmup", required_argument, nullptr, 'w'},
+      {"datatype", required_argument, nullptr, 'd'}, {"redop", required_argument, nullptr, 'o'},
+      {"root", required_argument, nullptr, 'r'}, {"check", required_argument, nullptr, 'c'},
+      {"help", no_argument, nullptr, kHelp}, {nullptr, 0, nullptr, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:d:o:r:c:h", longs, nullptr)) != -1) {
+    const std::string a = optarg ? optarg : "";
+    switch (c) {
+      case kOp:
+        o.opName = a;
+        if (a == "allreduce") o.op = Op::Allreduce;
+        else if (a == "broadcast") o.op = Op::Broadcast;
+        else if (a == "allgather") o.op = Op::Allgather;
+        else if (a == "reduce-scatter" || a == "reducescatter") o.op = Op::ReduceScatter, o.opName = "reduce-scatter";
+        else if (a == "barrier") o.op = Op::Barrier;
+        else throw std::invalid_argument("unknown --op '" + a + "'");
+        break;
+      case kRank: o.rank = std::stoi(a); break;
+      case kSize: o.size = std::stoi(a); break;
+      case kStore: o.store = a; break;
+      case kThreads: o.threads = std::stoi(a); break;
+      case kDevice: o.device = a; break;
+      case kGid: o.gidIndex = std::stoi(a); break;
+      case kPort: o.port = std::stoi(a); break;
+      case kAlgo:
+        if (a == "auto") o.coll.algorithm = AllreduceAlgorithm::Auto;
+        else if (a == "ring") o.coll.algorithm = AllreduceAlgorithm::Ring;
+        else if (a == "ring-chunked") o.coll.algorithm = AllreduceAlgorithm::RingChunked;
+        else throw std::invalid_argument("unknown --algo '" + a + "'");
+        break;
+      case kSegment: o.coll.segmentBytes = parseSize(a); break;
+      case kRegions: o.coll.regions = uint32_t(std::stoul(a)); break;
+      case kMode:
+        if (a == "event") o.mode = PollMode::Event;
+        else if (a == "busy") o.mode = PollMode::BusyPoll;
+        else throw std::invalid_argument("unknown --mode '" + a + "'");
+        break;
+      case kClock:
+        if (a != "auto" && a != "wall" && a != "sim") throw std::invalid_argument("unknown --clock '" + a + "'");
+        o.clock = a;
+        break;
+      case kTimeout: o.timeoutMs = std::stoi(a); break;
+      case kDataWr: o.dataWr = uint32_t(std::stoul(a)); break;
+      case kAckWr: o.ackWr = uint32_t(std::stoul(a)); break;
+      case 'b': o.minBytes = parseSize(a); break;
+      case 'e': o.maxBytes = parseSize(a); break;
+      case 'f': o.factor = std::stod(a); break;
+      case 'i': o.stepBytes = parseSize(a); break;
+      case 'n': o.iters = std::stoi(a); break;
+      case 'w': o.warmup = std::stoi(a); break;
+      case 'd': o.type = parseDataType(a); break;
+      case 'o': o.redop = parseReduceOp(a); break;
+      case 'r': o.root = std::stoi(a); break;
+      case 'c': o.check = std::stoi(a) != 0; break;
+      case 'h':
+      case kHelp: usage(0);
+      default: usage(2);
+    }
+  }
+  if (optind < argc) throw std::invalid_argument(std::string("unexpected argument '") + argv[optind] + "'");
+  if (o.iters < 1 || o.warmup < 0) throw std::invalid_argument("-n must be >= 1 and -w >= 0");
+  if (o.stepBytes == 0 && o.factor <= 1) throw std::invalid_argument("-f must be > 1 (or use -i)");
+  if (o.minBytes > o.maxBytes) throw std::invalid_argument("-b is larger than -e");
+  return o;
+}
+
+// ---- clock -------------------------------------------------------------------------------
+
+using SimNowFn = uint64_t (*)();
+SimNowFn simNow() {
+  static SimNowFn f = reinterpret_cast<SimNowFn>(dlsym(RTLD_DEFAULT, "hcasim_sim_now_ns"));
+  return f;
+}
+bool useSimClock(const Options& o) { return o.clock == "sim" || (o.clock == "auto" && simNow()); }
+double nowUs(bool sim) {
+  if (sim) return double(simNow()()) / 1e3;
+  return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count()) /
+         1e3;
+}
+
+// ---- data --------------------------------------------------------------------------------
+
+// Inputs whose results are exact for every reduction (see tests/verbs/collectives_test.cpp).
+template <class T>
+T input(int r, size_t i, ReduceOp op) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (op == ReduceOp::Prod) {
+      static const T v[] = {T(2), T(0.5), T(-1), T(1)};
+      return v[(i + 2 * size_t(r)) % 4];
+    }
+    return T(int64_t((i * 7 + size_t(r) * 3) % 23) - 11);
+  } else {
+    if (op == ReduceOp::Prod) {
+      static const T v[] = {T(1), T(-1), T(2), T(3)};
+      return v[(i + size_t(r)) % 4];
+    }
+    using U = std::make_unsigned_t<T>;
+    return T(U(uint64_t(i) * 0x9E3779B97F4A7C15ull + uint64_t(r) * 0x632BE59BD9B4E019ull));
+  }
+}
+
+template <class T>
+T combine(T a, T b, ReduceOp op) {
+  T c = a;
+  reduceInto(&c, &b, 1, std::is_same_v<T, float> ? DataType::Float
+                        : std::is_same_v<T, double> ? DataType::Double
+                        : std::is_same_v<T, int32_t> ? DataType::Int32 : DataType::Int64, op);
+  return c;
+}
+
+template <class F>
+void dispatch(DataType t, F&& f) {
+  switch (t) {
+    case DataType::Float: return f(float{});
+    case DataType::Double: return f(double{});
+    case DataType::Int32: return f(int32_t{});
+    case DataType::Int64: return f(int64_t{});
+  }
+}
+
+// ---- one size ----------------------------------------------------------------------------
+
+struct Row {
+  size_t bytes = 0, count = 0;
+  std::vector<double> us;  // per iteration, max over ranks
+  bool checked = false, ok = true;
+  std::string error;
+};
+
+double busFactor(Op op, int n) {
+  switch (op) {
+    case Op::Allreduce: return 2.0 * (n - 1) / n;
+    case Op::Allgather:
+    case Op::ReduceScatter: return double(n - 1) / n;
+    case Op::Broadcast: return 1;
+    case Op::Barrier: return 0;
+  }
+  return 0;
+}
+
+// Runs one size on one rank; returns its per-iteration times (us) and the check result.
+Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim) {
+  const int p = ctx.size(), r = ctx.rank();
+  const size_t es = dataTypeSize(o.type);
+  Row row;
+  size_t count = bytes / es;
+  if (o.op == Op::Allgather || o.op == Op::ReduceScatter) count = bytes / es / size_t(p);
+  row.count = count;
+  row.bytes = (o.op == Op::Allgather || o.op == Op::ReduceScatter) ? count * es * size_t(p) : count * es;
+  if (o.op == Op::Barrier) row.bytes = row.count = 0;
+
+  std::vector<uint8_t> a, b;
+  std::unique_ptr<Collective> coll;
+  auto init = [&] {
+    dispatch(o.type, [&](auto zero) {
+      using T = decltype(zero);
+      const size_t n = (o.op == Op::ReduceScatter) ? count * size_t(p) : count;
+      a.resize(n * sizeof(T));
+      T* x = reinterpret_cast<T*>(a.data());
+      for (size_t i = 0; i < n; ++i) x[i] = input<T>(r, i, o.redop);
+    });
+  };
+  init();
+  switch (o.op) {
+    case Op::Allreduce: coll = std::make_unique<Allreduce>(ctx, a.data(), count, o.type, o.redop, o.coll); break;
+    case Op::Broadcast: coll = std::make_unique<Broadcast>(ctx, a.data(), count, o.type, o.root, o.coll); break;
+    case Op::Allgather:
+      b.assign(count * es * size_t(p), 0);
+      coll = std::make_unique<Allgather>(ctx, a.data(), b.data(), count, o.type, o.coll);
+      break;
+    case Op::ReduceScatter:
+      b.assign(count * es, 0);
+      coll = std::make_unique<ReduceScatter>(ctx, a.data(), b.data(), count, o.type, o.redop, o.coll);
+      break;
+    case Op::Barrier: coll = std::make_unique<Barrier>(ctx); break;
+  }
+  Barrier sync(ctx);
+  for (int i = 0; i < o.warmup; ++i) coll->run();
+  sync.run();
+  std::vector<double> us(size_t(o.iters));
+  for (int i = 0; i < o.iters; ++i) {
+    const double t0 = nowUs(sim);
+    coll->run();
+    us[size_t(i)] = nowUs(sim) - t0;
+  }
+  // Per iteration, the slowest rank's time.
+  Allreduce(ctx, us.data(), us.size(), DataType::Double, ReduceOp::Max).run();
+  row.us = us;
+
+  if (o.check && o.op != Op::Barrier) {
+    init();
+    coll->run();
+    row.checked = true;
+    dispatch(o.type, [&](auto zero) {
+      using T = decltype(zero);
+      auto reduceAll = [&](size_t i) {
+        T acc = input<T>(0, i, o.redop);
+        for (int q = 1; q < p; ++q) acc = combine(acc, input<T>(q, i, o.redop), o.redop);
+        return acc;
+      };
+      for (size_t i = 0; i < count && row.ok; ++i) {
+        T got, want;
+        switch (o.op) {
+          case Op::Allreduce:
+            got = reinterpret_cast<T*>(a.data())[i];
+            want = reduceAll(i);
+            break;
+          case Op::Broadcast:
+            got = reinterpret_cast<T*>(a.data())[i];
+            want = input<T>(o.root, i, o.redop);
+            break;
+          case Op::ReduceScatter:
+            got = reinterpret_cast<T*>(b.data())[i];
+            want = reduceAll(size_t(r) * count + i);
+            break;
+          default:
+            got = want = T{};
+        }
+        if (std::memcmp(&got, &want, sizeof(T)) != 0) {
+          row.ok = false;
+          row.error = "rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
+        }
+      }
+      if (o.op == Op::Allgather)
+        for (size_t i = 0; i < count * size_t(p) && row.ok; ++i) {
+          const T got = reinterpret_cast<T*>(b.data())[i];
+          const T want = input<T>(int(i / count), i % count, o.redop);
+          if (std::memcmp(&got, &want, sizeof(T)) != 0) {
+            row.ok = false;
+            row.error = "rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
+          }
+        }
+    });
+    // Every rank's verdict.
+    int32_t bad = row.ok ? 0 : 1;
+    Allreduce(ctx, &bad, 1, DataType::Int32, ReduceOp::Max).run();
+    if (bad && row.ok) {
+      row.ok = false;
+      row.error = "another rank saw wrong data";
+    }
+  }
+  return row;
+}
+
+double pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, size_t(std::ceil(q * double(v.size()))) - (q > 0 ? 1 : 0));
+  return v[i];
+}
+
+void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where) {
+  std::printf("# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s, segment %zu B\n",
+              o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(), dataTypeName(o.type),
+              reduceOpName(o.redop), allreduceAlgorithmName(o.coll.algorithm), o.coll.segmentBytes);
+  std::printf("# clock: %s; %d warm-up + %d timed iterations per size; time = slowest rank per iteration\n",
+              sim ? "simulated time (hcasim_sim_now_ns)" : "wall clock", o.warmup, o.iters);
+  std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s\n", "size(B)", "count", "type", "redop",
+              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p90(us)", "p99(us)", "max(us)", "check");
+  std::fflush(stdout);
+}
+
+void printRow(const Options& o, int p, const Row& row) {
+  double avg = 0;
+  for (double v : row.us) avg += v;
+  avg /= double(row.us.size());
+  const double algbw = avg > 0 ? double(row.bytes) / (avg * 1e3) : 0;  // bytes/us/1e3 = GB/s
+  const double busbw = algbw * busFactor(o.op, p);
+  std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %6s\n", row.bytes, row.count,
+              dataTypeName(o.type), o.op == Op::Allreduce || o.op == Op::ReduceScatter ? reduceOpName(o.redop) : "-",
+              avg, algbw, busbw, pct(row.us, 0.5), pct(row.us, 0.9), pct(row.us, 0.99), pct(row.us, 1.0),
+              !row.checked ? "-" : row.ok ? "ok" : "FAIL");
+  if (!row.ok) std::printf("#   check failed: %s\n", row.error.c_str());
+  std::fflush(stdout);
+}
+
+std::vector<size_t> sizes(const Options& o) {
+  std::vector<size_t> v;
+  if (o.op == Op::Barrier) return {0};
+  for (size_t s = o.minBytes;;) {
+    v.push_back(s);
+    size_t next = o.stepBytes ? s + o.stepBytes : size_t(std::max<double>(double(s) * o.factor, double(s + 1)));
+    if (next > o.maxBytes || next <= s) break;
+    s = next;
+  }
+  return v;
+}
+
+// One rank, start to finish. Returns false if any check failed.
+bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>& store, const std::string& devName) {
+  DeviceAttr da;
+  da.name = devName;
+  da.port = uint8_t(o.port);
+  da.gidIndex = o.gidIndex;
+  da.mode = o.mode;
+  auto dev = Device::open(da);
+  ContextOptions co;
+  co.pair.timeout = std::chrono::milliseconds(o.timeoutMs);
+  co.pair.dataWr = o.dataWr;
+  co.pair.ackWr = o.ackWr;
+  co.prefix = "coll-bench";
+  Context ctx(rank, size, dev, co);
+  ctx.connectFullMesh(*store);
+  const bool sim = useSimClock(o);
+  if (sim && !simNow()) throw std::invalid_argument("--clock sim: not running on the simulator");
+  if (rank == 0) {
+    std::string where = dev->describe();
+    if (o.threads) where = "devices " + dev->name() + ".. (one per rank)," + where.substr(where.find(" port"));
+    printHeader(o, ctx, sim, where);
+  }
+  bool ok = true;
+  for (size_t bytes : sizes(o)) {
+    Row row = runSize(ctx, o, bytes, sim);
+    ok = ok && row.ok;
+    if (rank == 0) printRow(o, size, row);
+  }
+  return ok;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> v;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t c = s.find(',', start);
+    v.push_back(s.substr(start, c == std::string::npos ? std::string::npos : c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    if (o.threads > 0) {
+      // N ranks in this process: device i for rank i (given list, else every device in order).
+      std::vector<std::string> devs = o.device.empty() ? std::vector<std::string>{} : split(o.device);
+      if (devs.empty())
+        for (const auto& d : Device::list()) devs.push_back(d.name);
+      if (devs.empty()) throw IoError("no RDMA devices (on the simulator: hcasim run --hosts N -- coll-bench ...)");
+      if (int(devs.size()) < o.threads && !o.device.empty())
+        throw std::invalid_argument("--device lists fewer devices than --ranks-as-threads");
+      auto store = o.store.empty() ? std::make_shared<HashStore>() : makeStore(o.store, 0);
+      std::vector<std::string> errors(static_cast<size_t>(o.threads));
+      std::atomic<bool> ok{true};
+      std::vector<std::thread> ts;
+      for (int r = 0; r < o.threads; ++r)
+        ts.emplace_back([&, r] {
+          try {
+            if (!runRank(o, r, o.threads, store, devs[size_t(r) % devs.size()])) ok = false;
+          } catch (const std::exception& e) {
+            errors[size_t(r)] = e.what();
+            ok = false;
+          }
+        });
+      for (auto& t : ts) t.join();
+      for (int r = 0; r < o.threads; ++r)
+        if (!errors[size_t(r)].empty()) std::fprintf(stderr, "coll-bench: rank %d: %s\n", r, errors[size_t(r)].c_str());
+      return ok ? 0 : 1;
+    }
+    const RankInfo ri = resolveRank(o.rank, o.size);
+    if (o.store.empty() && ri.size > 1) throw std::invalid_argument("--store is needed with more than one process");
+    auto store = o.store.empty() ? std::make_shared<HashStore>() : makeStore(o.store, ri.rank, std::chrono::milliseconds(o.timeoutMs));
+    return runRank(o, ri.rank, ri.size, store, o.device) ? 0 : 1;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "coll-bench: %s (see --help)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "coll-bench: %s\n", e.what());
+    return 1;
+  }
+}

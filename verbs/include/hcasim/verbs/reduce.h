@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file reduce.h
+ * @brief Element types and reduction operators of the collectives.
+ */
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace hcasim::verbs {
+
+enum class DataType { Float, Double, Int32, Int64 };
+enum class ReduceOp { Sum, Min, Max, Prod };
+
+size_t dataTypeSize(DataType t);
+const char* dataTypeName(DataType t);  ///< "float", "double", "int32", "int64"
+const char* reduceOpName(ReduceOp op); ///< "sum", "min", "max", "prod"
+/** @brief Parses the names above; throws std::invalid_argument. */
+DataType parseDataType(const std::string& s);
+ReduceOp parseReduceOp(const std::string& s);
+
+/** @brief dst[i] = dst[i] op src[i] for @p count elements. */
+void reduceInto(void* dst, const void* src, size_t count, DataType t, ReduceOp op);
+
+}  // namespace hcasim::verbs

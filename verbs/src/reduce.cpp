@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "hcasim/verbs/reduce.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace hcasim::verbs {
+namespace {
+
+template <class T, class F>
+void apply(void* dst, const void* src, size_t n, F f) {
+  T* d = static_cast<T*>(dst);
+  const T* s = static_cast<const T*>(src);
+  for (size_t i = 0; i < n; ++i) d[i] = f(d[i], s[i]);
+}
+
+template <class T>
+void reduceTyped(void* dst, const void* src, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return apply<T>(dst, src, n, [](T a, T b) { return T(a + b); });
+    case ReduceOp::Prod: return apply<T>(dst, src, n, [](T a, T b) { return T(a * b); });
+    case ReduceOp::Min: return apply<T>(dst, src, n, [](T a, T b) { return std::min(a, b); });
+    case ReduceOp::Max: return apply<T>(dst, src, n, [](T a, T b) { return std::max(a, b); });
+  }
+}
+
+}  // namespace
+
+size_t dataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::Float: return 4;
+    case DataType::Double: return 8;
+    case DataType::Int32: return 4;
+    case DataType::Int64: return 8;
+  }
+  return 0;
+}
+
+const char* dataTypeName(DataType t) {
+  switch (t) {
+    case DataType::Float: return "float";
+    case DataType::Double: return "double";
+    case DataType::Int32: return "int32";
+    case DataType::Int64: return "int64";
+  }
+  return "?";
+}
+
+const char* reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Prod: return "prod";
+  }
+  return "?";
+}
+
+DataType parseDataType(const std::string& s) {
+  for (DataType t : {DataType::Float, DataType::Double, DataType::Int32, DataType::Int64})
+    if (s == dataTypeName(t)) return t;
+  throw std::invalid_argument("unknown data type '" + s + "' (float, double, int32, int64)");
+}
+
+ReduceOp parseReduceOp(const std::string& s) {
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::Prod})
+    if (s == reduceOpName(op)) return op;
+  throw std::invalid_argument("unknown reduction '" + s + "' (sum, min, max, prod)");
+}
+
+void reduceInto(void* dst, const void* src, size_t count, DataType t, ReduceOp op) {
+  switch (t) {
+    case DataType::Float: return reduceTyped<float>(dst, src, count, op);
+    case DataType::Double: return reduceTyped<double>(dst, src, count, op);
+    // Integers wrap on overflow (two's complement), the way they would in hardware reducers.
+    case DataType::Int32: {
+      auto* d = static_cast<int32_t*>(dst);
+      auto* s = static_cast<const int32_t*>(src);
+      if (op == ReduceOp::Sum) {
+        for (size_t i = 0; i < count; ++i) d[i] = int32_t(uint32_t(d[i]) + uint32_t(s[i]));
+        return;
+      }
+      if (op == ReduceOp::Prod) {
+        for (size_t i = 0; i < count; ++i) d[i] = int32_t(uint32_t(d[i]) * uint32_t(s[i]));
+        return;
+      }
+      return reduceTyped<int32_t>(dst, src, count, op);
+    }
+    case DataType::Int64: {
+      auto* d = static_cast<int64_t*>(dst);
+      auto* s = static_cast<const int64_t*>(src);
+      if (op == ReduceOp::Sum) {
+        for (size_t i = 0; i < count; ++i) d[i] = int64_t(uint64_t(d[i]) + uint64_t(s[i]));
+        return;
+      }
+      if (op == ReduceOp::Prod) {
+        for (size_t i = 0; i < count; ++i) d[i] = int64_t(uint64_t(d[i]) * uint64_t(s[i]));
+        return;
+      }
+      return reduceTyped<int64_t>(dst, src, count, op);
+    }
+  }
+}
+
+}  // namespace hcasim::verbs
