@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -82,6 +83,49 @@ inline void connect(Side& s, const Side& peer) {
   if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
     die("RTS");
+}
+
+/**
+ * @brief Run @p ops RDMA WRITEs of @p size bytes from @p a to @p b, keeping @p window in flight,
+ * posted in linked batches of 16, every @p signal_every-th signaled (a signaled CQE retires
+ * every WR before it). Exits on any error; callers time it.
+ */
+inline void write_window(Side& a, Side& b, uint32_t size, uint64_t ops, uint32_t window, uint32_t signal_every) {
+  uint64_t posted = 0, done = 0;
+  ibv_sge sge[16];
+  ibv_send_wr wr[16];
+  ibv_wc wc[32];
+  while (done < ops) {
+    while (posted < ops && posted - done + 16 <= window) {
+      const uint32_t n = uint32_t(std::min<uint64_t>(16, ops - posted));
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint64_t k = posted + i;
+        const uint64_t off = (k * size) % (a.buf.size() - size);
+        sge[i] = {uint64_t(uintptr_t(a.buf.data() + off)), size, a.mr->lkey};
+        wr[i] = {};
+        wr[i].wr_id = k;
+        wr[i].sg_list = &sge[i];
+        wr[i].num_sge = 1;
+        wr[i].opcode = IBV_WR_RDMA_WRITE;
+        wr[i].send_flags = ((k + 1) % signal_every == 0 || k + 1 == ops) ? IBV_SEND_SIGNALED : 0;
+        wr[i].wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data() + off));
+        wr[i].wr.rdma.rkey = b.mr->rkey;
+        wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+      }
+      ibv_send_wr* bad;
+      if (ibv_post_send(a.qp, wr, &bad)) die("ibv_post_send");
+      posted += n;
+    }
+    const int got = ibv_poll_cq(a.cq, 32, wc);
+    if (got < 0) die("ibv_poll_cq");
+    for (int i = 0; i < got; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        std::fprintf(stderr, "completion error: %s\n", ibv_wc_status_str(wc[i].status));
+        std::exit(1);
+      }
+      done = wc[i].wr_id + 1;
+    }
+  }
 }
 
 }  // namespace bench

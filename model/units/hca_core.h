@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <unordered_map>
 
 #include "cq_unit.h"
 #include "eth_port.h"
@@ -60,10 +59,10 @@ struct HcaCore {
    * never earlier than the stream's previous frame. The port sends frames in ready-time order,
    * so this keeps each stream in PSN order (IBTA 9.5: requests, and responses, in PSN order)
    * even when a later frame is quicker to build (an ACK after a READ response, a short WQE
-   * after a long one).
+   * after a long one). The state lives in the QP context, so it dies with the QP.
    */
-  uint64_t stream_ready(uint32_t qpn, bool responses, uint64_t ready_ps) {
-    uint64_t& last = stream_last_[(uint64_t(qpn) << 1) | (responses ? 1 : 0)];
+  static uint64_t stream_ready(QpContext& qp, bool responses, uint64_t ready_ps) {
+    uint64_t& last = responses ? qp.resp_tx_last : qp.req_tx_last;
     if (ready_ps < last) ready_ps = last;
     last = ready_ps;
     return ready_ps;
@@ -71,8 +70,6 @@ struct HcaCore {
   /** @brief Path MTU of a QP in bytes. */
   static uint32_t mtu_of(const QpContext& qp) { return 1u << qp.qpc.path_mtu_log; }
 
- private:
-  std::unordered_map<uint64_t, uint64_t> stream_last_;  ///< (qpn << 1 | responses) -> last ready time
 };
 
 }  // namespace hcasim::model

@@ -76,6 +76,8 @@ struct QpContext {
   uint32_t tx_pkt = 0; ///< and packet within it
   uint32_t next_psn = 0;
   bool tx_scheduled = false;
+  uint64_t req_tx_last = 0;   ///< ready time of this QP's last request frame (stream order)
+  uint64_t resp_tx_last = 0;  ///< ready time of its last response frame (ACK, READ/atomic response)
   BufferCursor sq_cursor;
   // ---- responder
   uint32_t epsn = 0;

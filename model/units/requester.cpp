@@ -269,7 +269,7 @@ void Requester::tx(QpContext& qp) {
     }
     if (qp.tx_pkt == 0 && !m.sent) {
       // Local protection checks on the whole gather (or, for READ/atomic, scatter) list.
-      const uint32_t need = (is_read || atomic) ? hw::kAccessLocalWrite : 0;
+      const uint32_t need = (is_read || atomic) ? uint32_t(hw::kAccessLocalWrite) : 0u;
       for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
         const Sge& s = m.w.sge[i];
         if (c_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok)
@@ -279,7 +279,8 @@ void Requester::tx(QpContext& qp) {
     wire::Headers h;
     wire::BthOpcode op;
     uint32_t off = 0, len = 0;
-    wire::MessageKind kind;
+    // decode() admits only SEND/WRITE (with or without immediate), READ, atomics and NOP here.
+    wire::MessageKind kind = wire::MessageKind::Send;
     if (is_read) {
       op = wire::BthOpcode::RDMA_READ_REQUEST;
     } else if (atomic) {
@@ -322,7 +323,7 @@ void Requester::tx(QpContext& qp) {
       HCASIM_TRACE(c_.tracer, Requester, PktTx, qp.qpc.qpn,
                    "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
                    qp.qpc.dest_qpn, psn);
-    c_.port.transmit(std::move(pkt), c_.stream_ready(qp.qpc.qpn, false, ready));
+    c_.port.transmit(std::move(pkt), HcaCore::stream_ready(qp, false, ready));
     if (is_read || atomic || ++qp.tx_pkt >= m.npkts) {
       m.sent = true;
       ++qp.tx_msg;

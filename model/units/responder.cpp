@@ -16,7 +16,7 @@ void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
     case wire::AethKind::RnrNak: ++rnr_naks_; break;
     default: ++naks_; break;
   }
-  c_.send_frame(h, nullptr, 0, c_.stream_ready(qp.qpc.qpn, true, now_ps() + c_.prof.pkt_process_ps));
+  c_.send_frame(h, nullptr, 0, HcaCore::stream_ready(qp, true, now_ps() + c_.prof.pkt_process_ps));
 }
 
 bool Responder::take_recv(QpContext& qp) {
@@ -117,7 +117,7 @@ void Responder::read_response(QpContext& qp, uint32_t psn, const wire::Reth& ret
     if (s.length && c_.mrs.read(reth.rkey, reth.va + s.offset, slot, s.length, qp.qpc.qpn) < 0) return;
     pkt->len = uint32_t(wire::build_frame(h, slot, s.length, pkt->data, sizeof pkt->data));
     ready += c_.prof.pcie_xfer_ps(s.length);
-    c_.port.transmit(std::move(pkt), c_.stream_ready(qp.qpc.qpn, true, ready));
+    c_.port.transmit(std::move(pkt), HcaCore::stream_ready(qp, true, ready));
   }
 }
 
@@ -259,7 +259,7 @@ void Responder::atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig) {
   a.aeth.msn = qp.msn & wire::kMsnMask;
   a.atomic_ack_eth.orig_data = orig;
   ++acks_;
-  c_.send_frame(a, nullptr, 0, c_.stream_ready(qp.qpc.qpn, true, now_ps() + c_.prof.pkt_process_ps + c_.prof.pcie_read_ps));
+  c_.send_frame(a, nullptr, 0, HcaCore::stream_ready(qp, true, now_ps() + c_.prof.pkt_process_ps + c_.prof.pcie_read_ps));
 }
 
 void Responder::atomic(QpContext& qp, const wire::Headers& h) {

@@ -23,6 +23,12 @@ TEST_F(AsyncEvents, CqOverflowRaisesCqErrAndQpsGoToErr) {
   EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);
   EXPECT_EQ(ev.element.cq, a_.scq);
   ibv_ack_async_event(&ev);
+  // The QP that completes into the broken CQ can no longer work: a QP fatal error.
+  ibv_async_event qev{};
+  ASSERT_TRUE(GetAsyncEvent(a_.ctx, qev, 5.0)) << "no QP fatal event";
+  EXPECT_EQ(qev.event_type, IBV_EVENT_QP_FATAL);
+  EXPECT_EQ(qev.element.qp, a_.qp);
+  ibv_ack_async_event(&qev);
   EXPECT_EQ(QpState(a_), IBV_QPS_ERR);
 }
 
