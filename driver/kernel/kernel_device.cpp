@@ -41,6 +41,7 @@ int KernelDevice::command(hw::CmdMailbox& mb) {
     case hw::CmdStatus::ExceedLimit: return ENOMEM;
     case hw::CmdStatus::ResourceBusy: return EBUSY;
     case hw::CmdStatus::BadOpcode: return EOPNOTSUPP;
+    case hw::CmdStatus::InternalError: return EIO;
     default: return EINVAL;
   }
 }

@@ -25,6 +25,8 @@ class CommandUnit {
   /** @brief Execute one command; status and out are filled in the mailbox. */
   void execute(hw::CmdMailbox& mb);
   const hw::HcaCaps& caps() const { return caps_; }
+  /** @brief Forget every PD (function reset; numbers keep counting up, so stale ones stay invalid). */
+  void reset_pds() { pds_.clear(); }
 
  private:
   hw::CmdStatus modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in);

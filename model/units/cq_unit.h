@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 #include <unordered_map>
 
 #include <hcasim/hca_hw.h>
@@ -41,6 +42,12 @@ class CqUnit {
   bool create(const hw::Cqc& cqc);
   bool destroy(uint32_t cqn);
   bool exists(uint32_t cqn) const { return cqs_.count(cqn) != 0; }
+  /** @brief Numbers of all CQs (function reset). */
+  std::vector<uint32_t> ids() const {
+    std::vector<uint32_t> v;
+    for (auto& [n, c] : cqs_) v.push_back(n);
+    return v;
+  }
   /** @brief The EQ a CQ reports to (0 if no such CQ). */
   uint32_t eqn_of(uint32_t cqn) const {
     auto it = cqs_.find(cqn);

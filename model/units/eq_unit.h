@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 #include <functional>
 #include <unordered_map>
 
@@ -29,6 +30,12 @@ class EqUnit {
   bool create(const hw::Eqc& eqc);
   bool destroy(uint32_t eqn);
   bool exists(uint32_t eqn) const { return eqs_.count(eqn) != 0; }
+  /** @brief Numbers of all EQs (function reset). */
+  std::vector<uint32_t> ids() const {
+    std::vector<uint32_t> v;
+    for (auto& [n, e] : eqs_) v.push_back(n);
+    return v;
+  }
   void set_irq_handler(IrqHandler h) { irq_ = std::move(h); }
 
   /** @brief Write an EQE now and raise the EQ's interrupt if armed. */

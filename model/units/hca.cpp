@@ -81,6 +81,21 @@ void Hca::on_state(QpContext& qp, hw::QpState from) {
   }
 }
 
+void Hca::function_reset() {
+  HCASIM_TRACE(tracer_, Command, QpState, 0xffffffff, "function reset: owner gone, all resources destroyed");
+  std::vector<uint32_t> qpns;
+  core_.qpc.for_each([&](QpContext& qp) { qpns.push_back(qp.qpc.qpn); });
+  for (uint32_t q : qpns) core_.qpc.destroy(q);
+  for (uint32_t c : core_.cq.ids()) core_.cq.destroy(c);
+  for (uint32_t e : core_.eq.ids()) core_.eq.destroy(e);
+  for (uint32_t k : core_.mrs.keys()) core_.mrs.remove(k);
+  cmd_.reset_pds();
+  core_.iommu.clear();
+  core_.eq.set_irq_handler(nullptr);
+  drop_left_ = 0;
+  drop_pred_ = nullptr;
+}
+
 void Hca::drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n) {
   drop_pred_ = std::move(pred);
   drop_left_ = n;

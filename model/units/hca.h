@@ -39,6 +39,14 @@ class Hca {
   }
   bool iommu_unmap(uint64_t iova) { return core_.iommu.unmap(iova); }
   void set_host_memory(HostMemory* mem) { core_.dma.set_host_memory(mem); }
+  /**
+   * @brief Function-level reset (what the host does when the process owning the function dies):
+   * every QP, CQ, EQ, MKey and PD is destroyed without completions, the IOMMU is emptied and
+   * the interrupt handler detached. Frames still arriving for the old QPs are dropped (no
+   * such QP), so peers see retry-exceeded errors as on real hardware. Resource numbers keep
+   * counting, so a new owner never gets a number a peer may still hold.
+   */
+  void function_reset();
 
   // ---- the world side
   EthPort& port() { return core_.port; }

@@ -22,6 +22,11 @@ class Iommu {
   bool map(uint64_t iova, uint8_t* hva, uint64_t len);
   /** @brief Remove the mapping that starts at @p iova. */
   bool unmap(uint64_t iova);
+  /** @brief Remove every mapping (function reset). */
+  void clear() {
+    map_.clear();
+    tlb_len_ = 0;
+  }
   /**
    * @brief Translate @p iova; on success returns the host address and sets @p contiguous to
    * the number of bytes mapped contiguously from there. nullptr for an unmapped IOVA (a DMA fault).

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 #include <unordered_map>
 
 #include <hcasim/hca_hw.h>
@@ -32,6 +33,12 @@ class MrTable {
   bool remove(uint32_t key);
   const MrEntry* find(uint32_t key) const;
   size_t size() const { return table_.size(); }
+  /** @brief Keys of all MKeys (function reset). */
+  std::vector<uint32_t> keys() const {
+    std::vector<uint32_t> v;
+    for (auto& [k, e] : table_) v.push_back(k);
+    return v;
+  }
 
   /**
    * @brief Check that [va, va+len) under @p key belongs to PD @p pdn and allows @p access

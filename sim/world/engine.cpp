@@ -16,9 +16,6 @@ int sc_main(int, char**) { return 1; }
 
 namespace hcasim::sim {
 
-/// Longest simulated time one wait may advance without a software-visible effect (100 us).
-constexpr uint64_t kWaitQuantumPs = 100'000'000;
-
 Engine& Engine::instance() {
   static Engine* e = new Engine;  // never destroyed: other threads may still be in verbs at exit
   return *e;
@@ -51,6 +48,12 @@ void Engine::ensure_started() {
   if (started_) return;
   started_ = true;
   sc_core::sc_start(sc_core::SC_ZERO_TIME);  // end of elaboration, time 0
+}
+
+bool Engine::pending() {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  ensure_started();
+  return sc_core::sc_pending_activity();
 }
 
 bool Engine::step() {

@@ -23,6 +23,9 @@
 
 namespace hcasim::sim {
 
+/// Longest simulated time one wait may advance without a software-visible effect (100 us).
+constexpr uint64_t kWaitQuantumPs = 100'000'000;
+
 class Engine {
  public:
   static Engine& instance();
@@ -44,6 +47,8 @@ class Engine {
   /** @brief Note that a program is active in verbs (resets the quiet-period clock). */
   void note_call() { last_call_ns_.store(mono_ns(), std::memory_order_relaxed); }
   uint64_t now_ps() const;
+  /** @brief True if the model has anything scheduled (an event at any future time). */
+  bool pending();
 
   /**
    * @brief Start the fallback advancer: after @p quiet_us without verbs calls, advance to the

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// Makes the in-process world the driver's device source, and exports the simulator's own
-// interface (sim_control.h). Compiled into the drop-in libibverbs.so.1 itself, so the
-// registration cannot be dropped by the linker.
+// Makes the simulator the driver's device source — the in-process world, or, with
+// HCASIM_FABRIC set, this process's host on a cross-process fabric — and exports the
+// simulator's own interface (sim_control.h), forwarded to the device process in fabric mode.
+// Compiled into the drop-in libibverbs.so.1 itself, so the registration cannot be dropped by
+// the linker.
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
 
+#include "client_link.h"
 #include "engine.h"
 #include "hcasim/sim_control.h"
 #include "world.h"
@@ -14,11 +18,28 @@ namespace {
 struct RegisterWorld {
   RegisterWorld() {
     hcasim::drv::register_link_enumerator([] {
+      if (hcasim::fabric::fabric_mode()) return hcasim::fabric::fabric_links();
       hcasim::sim::World* w = hcasim::sim::World::get();
       return w ? w->links() : std::vector<hcasim::drv::HcaLink*>{};
     });
   }
 } register_world;
+using hcasim::fabric::ControlOp;
+/** @brief Fabric mode: ask the device process. Returns rc (-1 if unreachable). */
+int remote(ControlOp op, const char* device, const char* name, uint32_t qpn, uint32_t psn, uint32_t count,
+           uint64_t* value, std::string* text = nullptr) {
+  hcasim::fabric::ControlMsg m{};
+  m.op = op;
+  m.qpn = qpn;
+  m.psn = psn;
+  m.count = count;
+  if (device) std::snprintf(m.device, sizeof m.device, "%s", device);
+  if (name) std::snprintf(m.name, sizeof m.name, "%s", name);
+  hcasim::fabric::ControlReply r{};
+  if (!hcasim::fabric::fabric_control(m, r, text)) return -1;
+  if (value) *value = r.value;
+  return r.rc;
+}
 }  // namespace
 
 namespace hcasim::sim {
@@ -30,12 +51,19 @@ bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v
 HCASIM_EXPORT int hcasim_sim_present(void) { return 1; }
 
 HCASIM_EXPORT uint64_t hcasim_sim_now_ns(void) {
+  if (hcasim::fabric::fabric_mode()) {
+    uint64_t v = 0;
+    remote(ControlOp::NowNs, nullptr, nullptr, 0, 0, 0, &v);
+    return v;
+  }
   auto& e = hcasim::sim::Engine::instance();
   std::lock_guard<std::recursive_mutex> g(e.mutex());
   return e.now_ps() / 1000;
 }
 
 HCASIM_EXPORT int hcasim_sim_drop_rx(const char* device_name, uint32_t qpn, uint32_t psn, uint32_t count) {
+  if (hcasim::fabric::fabric_mode())
+    return device_name ? remote(ControlOp::DropRx, device_name, nullptr, qpn, psn, count, nullptr) : -1;
   hcasim::sim::World* w = hcasim::sim::World::get();
   if (!w || !device_name) return -1;
   std::lock_guard<std::recursive_mutex> g(hcasim::sim::Engine::instance().mutex());
@@ -50,6 +78,8 @@ HCASIM_EXPORT int hcasim_sim_drop_rx(const char* device_name, uint32_t qpn, uint
 }
 
 HCASIM_EXPORT int hcasim_sim_counter(const char* device_name, const char* name, uint64_t* value) {
+  if (hcasim::fabric::fabric_mode())
+    return device_name && name && value ? remote(ControlOp::Counter, device_name, name, 0, 0, 0, value) : -1;
   hcasim::sim::World* w = hcasim::sim::World::get();
   if (!w || !device_name || !name || !value) return -1;
   std::lock_guard<std::recursive_mutex> g(hcasim::sim::Engine::instance().mutex());
@@ -59,8 +89,13 @@ HCASIM_EXPORT int hcasim_sim_counter(const char* device_name, const char* name, 
 }
 
 HCASIM_EXPORT size_t hcasim_sim_stats_json(char* buf, size_t len) {
-  hcasim::sim::World* w = hcasim::sim::World::get();
-  std::string s = w ? w->stats_json() : "{}";
+  std::string s;
+  if (hcasim::fabric::fabric_mode()) {
+    if (remote(ControlOp::StatsJson, nullptr, nullptr, 0, 0, 0, nullptr, &s) != 0) s = "{}";
+  } else {
+    hcasim::sim::World* w = hcasim::sim::World::get();
+    s = w ? w->stats_json() : "{}";
+  }
   if (buf && len) {
     std::strncpy(buf, s.c_str(), len - 1);
     buf[len - 1] = 0;

@@ -365,6 +365,7 @@ enum class CmdOpcode : uint16_t {
 /** @brief Command completion status (CmdMailbox::status). */
 enum class CmdStatus : uint8_t {
   Ok = 0x00,
+  InternalError = 0x01,  ///< the function cannot be reached (a fabric whose device process is gone)
   BadOpcode = 0x02,
   BadParam = 0x03,
   BadSysState = 0x04,

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "client_link.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace hcasim::fabric {
+namespace {
+
+int connect_to(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::strcpy(a.sun_path, path.c_str());
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+class RemoteLink;
+
+/** @brief This process as a host of the fabric. Built once, never destroyed (like a driver). */
+class FabricClient {
+ public:
+  static FabricClient& get() {
+    static FabricClient* c = new FabricClient;
+    return *c;
+  }
+  bool join();
+  std::vector<drv::HcaLink*> links() const;
+
+  /** @brief One request and its reply on this thread's connection. False if the fabric is gone. */
+  bool call(MsgType type, const void* a, size_t alen, const void* b, size_t blen, void* reply, size_t rlen,
+            std::string* text = nullptr);
+  /** @brief A message without a reply. */
+  bool post(MsgType type, const void* a, size_t alen, const void* b = nullptr, size_t blen = 0);
+  bool wait_progress();
+  int activity_fd() const { return activity_fd_; }
+  bool trace_on() const { return trace_on_; }
+  void set_isr(uint32_t hca, std::function<void(uint32_t)> isr) {
+    std::lock_guard<std::mutex> g(isr_mu_);
+    isr_[hca] = std::move(isr);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  struct ThreadConn {
+    int fd = -1;
+    pid_t pid = 0;
+    ~ThreadConn() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  int conn();
+  void lost(const char* what);
+  void run_isrs(const uint64_t* counts);
+  void irq_thread();
+
+  std::string path_;
+  pid_t pid_ = 0;
+  int life_fd_ = -1, irq_fd_ = -1, activity_fd_ = -1;
+  int host_ = -1;
+  uint64_t token_ = 0;
+  bool trace_on_ = false;
+  std::atomic<bool> gone_{false};
+  std::vector<std::unique_ptr<RemoteLink>> links_;
+  std::mutex isr_mu_;
+  std::function<void(uint32_t)> isr_[kMaxHcasPerHost];
+  uint64_t isr_seen_[kMaxHcasPerHost] = {};  ///< interrupt counts already handled (isr_mu_)
+  std::atomic<uint64_t> irq_counts_[kMaxHcasPerHost] = {};  ///< latest counts from the device
+};
+
+/** @brief One HCA of this host, reached through the device process. */
+class RemoteLink : public drv::HcaLink {
+ public:
+  RemoteLink(FabricClient& c, uint32_t index, std::string name) : c_(c), index_(index), name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  void exec(hw::CmdMailbox& mb) override {
+    CommandMsg m{index_, mb};
+    if (!c_.call(MsgType::Command, &m, sizeof m, nullptr, 0, &mb, sizeof mb))
+      mb.status = uint8_t(hw::CmdStatus::InternalError);
+  }
+  void mmio_write64(uint32_t offset, uint64_t value) override {
+    DoorbellMsg m{index_, offset, value};
+    c_.post(MsgType::Doorbell, &m, sizeof m);
+  }
+  bool iommu_map(uint64_t iova, void* hva, uint64_t len) override {
+    MapMsg m{index_, 0, iova, uint64_t(uintptr_t(hva)), len};
+    StatusReply r{EIO};
+    return c_.call(MsgType::Map, &m, sizeof m, nullptr, 0, &r, sizeof r) && r.status == 0;
+  }
+  void iommu_unmap(uint64_t iova) override {
+    MapMsg m{index_, 0, iova, 0, 0};
+    StatusReply r{};
+    c_.call(MsgType::Unmap, &m, sizeof m, nullptr, 0, &r, sizeof r);
+  }
+  void set_irq_handler(std::function<void(uint32_t)> isr) override { c_.set_isr(index_, std::move(isr)); }
+  bool wait_progress() override { return c_.wait_progress(); }
+  int activity_fd() override { return c_.activity_fd(); }
+  bool trace_on() const override { return c_.trace_on(); }
+  void trace(uint32_t qpn, bool has_wr, uint64_t wr_id, const char* text, TraceWhat what) override {
+    TraceMsg m{};
+    m.hca = index_;
+    m.qpn = qpn;
+    m.wr_id = wr_id;
+    m.has_wr = has_wr ? 1 : 0;
+    m.interrupt = what == TraceWhat::Interrupt ? 1 : 0;
+    c_.post(MsgType::Trace, &m, sizeof m, text, std::strlen(text));
+  }
+
+ private:
+  FabricClient& c_;
+  uint32_t index_;
+  std::string name_;
+};
+
+bool FabricClient::join() {
+  const char* p = std::getenv("HCASIM_FABRIC");
+  path_ = p ? p : "";
+  int want = -1;
+  if (const char* h = std::getenv("HCASIM_HOST"); h && *h) {
+    char* end = nullptr;
+    const long v = std::strtol(h, &end, 10);
+    if (*end || v < 0 || v > 63) {
+      std::fprintf(stderr, "hcasim: HCASIM_HOST=%s: expected a host index from 0 to 63\n", h);
+      return false;
+    }
+    want = int(v);
+  }
+  life_fd_ = connect_to(path_);
+  if (life_fd_ < 0) {
+    std::fprintf(stderr,
+                 "hcasim: cannot reach the fabric at HCASIM_FABRIC=%s: %s (start one with `hcasim fabric start`)\n",
+                 path_.c_str(), std::strerror(errno));
+    return false;
+  }
+  // The device reads and writes this process's memory by address (process_vm_readv/writev):
+  // where Yama restricts that to ancestors, allow it explicitly.
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  irq_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  activity_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  pid_ = getpid();
+  HelloMsg m{kProtocolVersion, int32_t(pid_), want, 0};
+  HelloReply r{};
+  MsgHeader h{};
+  if (!send_msg(life_fd_, MsgType::Hello, &m, sizeof m, nullptr, 0, &irq_fd_, 1) ||
+      recv_msg(life_fd_, h, &r, sizeof r) <= 0 || h.type != MsgType::Hello || h.len != sizeof r) {
+    std::fprintf(stderr, "hcasim: the fabric at %s did not answer HELLO: %s\n", path_.c_str(), std::strerror(errno));
+    return false;
+  }
+  if (r.status != 0) {
+    std::fprintf(stderr, "hcasim: the fabric at %s refused this process: %s\n", path_.c_str(), r.error);
+    return false;
+  }
+  host_ = r.host;
+  token_ = r.token;
+  trace_on_ = r.trace_on != 0;
+  for (uint32_t i = 0; i < r.n_hcas && i < kMaxHcasPerHost; ++i) {
+    r.names[i][sizeof r.names[i] - 1] = 0;
+    links_.push_back(std::make_unique<RemoteLink>(*this, i, r.names[i]));
+  }
+  std::thread([this] { irq_thread(); }).detach();
+  return true;
+}
+
+std::vector<drv::HcaLink*> FabricClient::links() const {
+  std::vector<drv::HcaLink*> v;
+  for (auto& l : links_) v.push_back(l.get());
+  return v;
+}
+
+void FabricClient::lost(const char* what) {
+  if (!gone_.exchange(true))
+    std::fprintf(stderr, "hcasim: lost the fabric at %s (%s): the device process is gone\n", path_.c_str(), what);
+}
+
+int FabricClient::conn() {
+  thread_local ThreadConn tc;
+  if (gone_.load(std::memory_order_relaxed)) return -1;
+  if (getpid() != pid_) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr, "hcasim: a forked child cannot use its parent's simulated HCAs (pid %d)\n", int(getpid()));
+    return -1;
+  }
+  if (tc.fd >= 0 && tc.pid == pid_) return tc.fd;
+  const int fd = connect_to(path_);
+  AttachMsg m{host_, token_};
+  StatusReply r{EIO};
+  MsgHeader h{};
+  if (fd < 0 || !send_msg(fd, MsgType::Attach, &m, sizeof m) || recv_msg(fd, h, &r, sizeof r) <= 0 ||
+      r.status != 0) {
+    if (fd >= 0) ::close(fd);
+    lost("attach");
+    return -1;
+  }
+  tc.fd = fd;
+  tc.pid = pid_;
+  return fd;
+}
+
+bool FabricClient::post(MsgType type, const void* a, size_t alen, const void* b, size_t blen) {
+  const int fd = conn();
+  if (fd < 0) return false;
+  if (send_msg(fd, type, a, alen, b, blen)) return true;
+  lost("send");
+  return false;
+}
+
+bool FabricClient::call(MsgType type, const void* a, size_t alen, const void* b, size_t blen, void* reply,
+                        size_t rlen, std::string* text) {
+  const int fd = conn();
+  if (fd < 0) return false;
+  if (!send_msg(fd, type, a, alen, b, blen)) {
+    lost("send");
+    return false;
+  }
+  thread_local std::vector<uint8_t> buf(kMaxMessage);
+  MsgHeader h{};
+  if (recv_msg(fd, h, buf.data(), buf.size()) <= 0 || h.type != type || h.len < rlen) {
+    lost("receive");
+    return false;
+  }
+  std::memcpy(reply, buf.data(), rlen);
+  if (text) text->assign(reinterpret_cast<const char*>(buf.data()) + rlen, h.len - rlen);
+  return true;
+}
+
+void FabricClient::run_isrs(const uint64_t* counts) {
+  // The eventfd is left to the interrupt thread: an interrupt raised after this reply was
+  // sent is not in @p counts, and must not be lost.
+  std::lock_guard<std::mutex> g(isr_mu_);
+  bool ran = false;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    if (counts[i] == isr_seen_[i] || !isr_[i]) continue;
+    isr_seen_[i] = counts[i];
+    isr_[i](0);
+    ran = true;
+  }
+  if (ran) {
+    const uint64_t one = 1;
+    if (write(activity_fd_, &one, sizeof one) < 0) { /* saturated: already readable */ }
+  }
+}
+
+bool FabricClient::wait_progress() {
+  WaitReply r{};
+  if (!call(MsgType::Wait, nullptr, 0, nullptr, 0, &r, sizeof r)) {
+    // Without the device nothing will ever complete; do not let a poll loop spin a core.
+    usleep(1000);
+    return false;
+  }
+  uint64_t counts[kMaxHcasPerHost];
+  for (size_t i = 0; i < links_.size(); ++i) {
+    uint64_t prev = irq_counts_[i].load(std::memory_order_relaxed);
+    while (r.irqs[i] > prev && !irq_counts_[i].compare_exchange_weak(prev, r.irqs[i])) {
+    }
+    counts[i] = irq_counts_[i].load(std::memory_order_relaxed);
+  }
+  // The interrupts this wait saw are handled before it returns, so the caller's re-check sees
+  // their effect (a readable completion channel).
+  run_isrs(counts);
+  return r.progress != 0;
+}
+
+void FabricClient::irq_thread() {
+  // The line says "raised", not by which HCA: run every ISR. Each consumes only the EQEs it
+  // finds, so one that finds none (its HCA did not fire, or a waiter already ran it) is harmless.
+  for (;;) {
+    pollfd p{irq_fd_, POLLIN, 0};
+    if (poll(&p, 1, -1) <= 0) continue;
+    std::lock_guard<std::mutex> g(isr_mu_);
+    uint64_t n;
+    if (read(irq_fd_, &n, sizeof n) <= 0) continue;
+    for (size_t i = 0; i < links_.size(); ++i)
+      if (isr_[i]) isr_[i](0);
+    const uint64_t one = 1;
+    if (write(activity_fd_, &one, sizeof one) < 0) { /* saturated */ }
+  }
+}
+
+}  // namespace
+
+bool fabric_mode() {
+  const char* p = std::getenv("HCASIM_FABRIC");
+  return p && *p;
+}
+
+std::vector<drv::HcaLink*> fabric_links() {
+  static std::once_flag once;
+  static bool ok = false;
+  std::call_once(once, [] { ok = FabricClient::get().join(); });
+  return ok ? FabricClient::get().links() : std::vector<drv::HcaLink*>{};
+}
+
+bool fabric_control(const ControlMsg& m, ControlReply& r, std::string* text) {
+  if (fabric_links().empty()) return false;
+  return FabricClient::get().call(MsgType::Control, &m, sizeof m, nullptr, 0, &r, sizeof r, text);
+}
+
+}  // namespace hcasim::fabric

@@ -1,0 +1,547 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "device_server.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "engine.h"
+
+namespace hcasim::sim {
+bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v);
+}
+
+namespace hcasim::fabric {
+
+namespace {
+volatile sig_atomic_t g_signal = 0;
+void on_signal(int s) { g_signal = s; }
+/// A waiter is never held longer than this for another connection to go quiet.
+constexpr uint64_t kMaxHoldNs = 10'000'000;
+}  // namespace
+
+struct DeviceServer::Host {
+  int index = 0;
+  bool alive = false;
+  pid_t pid = 0;
+  uint64_t token = 0;
+  uint64_t visible = 0;  ///< device writes into this host's memory + its interrupts
+  int irq_fd = -1;       ///< the host's interrupt line (an eventfd it passed)
+};
+
+struct DeviceServer::Conn {
+  int fd = -1;
+  int host = -1;      ///< -1 until HELLO/ATTACH
+  bool life = false;  ///< the host's HELLO connection: its end is the process's end
+  bool waiting = false;
+  uint64_t wait_start_ps = 0, wait_visible = 0, wait_since_ns = 0;
+  uint64_t last_msg_ns = 0;
+};
+
+/** @brief The device's view of one client process's memory: DMA by address, across processes. */
+class DeviceServer::RemoteMemory : public model::HostMemory {
+ public:
+  pid_t pid = 0;
+  uint64_t* visible = nullptr;
+  bool read(const uint8_t* hva, void* dst, uint64_t len) override {
+    if (!pid) return false;
+    iovec local{dst, len}, remote{const_cast<uint8_t*>(hva), len};
+    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(len);
+  }
+  bool write(uint8_t* hva, const void* src, uint64_t len) override {
+    if (!pid) return false;
+    iovec local{const_cast<void*>(src), len}, remote{hva, len};
+    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len)) return false;
+    ++*visible;
+    return true;
+  }
+};
+
+struct DeviceServer::Slot {
+  RemoteMemory mem;
+  uint64_t irqs = 0;  ///< interrupts this HCA raised (the host's ISR checks the ones that moved)
+};
+
+DeviceServer::DeviceServer(sim::World& world, const DeviceOptions& opt)
+    : world_(world), opt_(opt), buf_(kMaxMessage),
+      next_token_(mono_ns() * 0x9e3779b97f4a7c15ull ^ uint64_t(getpid())) {
+  for (size_t i = 0; i < world_.size(); ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    world_.hca(i).set_host_memory(&slots_.back()->mem);
+  }
+  for (uint32_t i = 0; i < opt_.hosts; ++i) {
+    hosts_.push_back(std::make_unique<Host>());
+    hosts_.back()->index = int(i);
+  }
+}
+
+DeviceServer::~DeviceServer() {
+  for (auto& c : conns_) ::close(c->fd);
+  for (auto& h : hosts_)
+    if (h->irq_fd >= 0) ::close(h->irq_fd);
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    ::unlink(opt_.socket.c_str());
+  }
+}
+
+uint64_t DeviceServer::mono_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+bool DeviceServer::listen(std::string& err) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (opt_.socket.size() >= sizeof a.sun_path) {
+    err = "socket path too long (" + std::to_string(opt_.socket.size()) + " bytes, at most " +
+          std::to_string(sizeof a.sun_path - 1) + "): " + opt_.socket;
+    return false;
+  }
+  std::strcpy(a.sun_path, opt_.socket.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) {
+    err = std::string("socket: ") + std::strerror(errno);
+    return false;
+  }
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    // A socket file nobody listens on is left over from a fabric that died: take it over.
+    const int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    const bool live = e == EADDRINUSE && connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(probe);
+    if (e != EADDRINUSE || live || ::unlink(opt_.socket.c_str()) != 0 ||
+        bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      err = live ? "a fabric is already running on " + opt_.socket
+                 : "bind " + opt_.socket + ": " + std::strerror(e);
+      ::close(listen_fd_);
+      listen_fd_ = -1;
+      return false;
+    }
+  }
+  if (::listen(listen_fd_, 64) != 0) {
+    err = std::string("listen: ") + std::strerror(errno);
+    return false;
+  }
+  if (opt_.ready_fd >= 0) {
+    if (write(opt_.ready_fd, "ready\n", 6) < 0) { /* the starter went away: serve anyway */ }
+    ::close(opt_.ready_fd);
+    opt_.ready_fd = -1;
+  }
+  return true;
+}
+
+void DeviceServer::accept_conn() {
+  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  int sz = int(kMaxMessage + 4096);
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+  auto c = std::make_unique<Conn>();
+  c->fd = fd;
+  c->last_msg_ns = mono_ns();
+  conns_.push_back(std::move(c));
+}
+
+void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
+  HelloReply r{};
+  auto refuse = [&](int e, const std::string& why) {
+    r.status = e;
+    std::snprintf(r.error, sizeof r.error, "%s", why.c_str());
+    send_msg(c.fd, MsgType::Hello, &r, sizeof r);
+    for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
+  };
+  if (m.version != kProtocolVersion)
+    return refuse(EPROTO, "protocol version " + std::to_string(m.version) + ", device speaks " +
+                              std::to_string(kProtocolVersion) + " (client and hcasim-device from different builds)");
+  if (nfds != 1) return refuse(EINVAL, "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds));
+  Host* h = nullptr;
+  if (m.want_host >= 0) {
+    if (uint32_t(m.want_host) >= hosts_.size())
+      return refuse(EINVAL, "HCASIM_HOST=" + std::to_string(m.want_host) + ": the fabric has hosts 0.." +
+                                std::to_string(hosts_.size() - 1));
+    h = hosts_[size_t(m.want_host)].get();
+    if (h->alive)
+      return refuse(EBUSY, "HCASIM_HOST=" + std::to_string(m.want_host) + " is taken by pid " + std::to_string(h->pid));
+  } else {
+    for (auto& x : hosts_)
+      if (!x->alive) {
+        h = x.get();
+        break;
+      }
+    if (!h) return refuse(EBUSY, "the fabric is full (" + std::to_string(hosts_.size()) + " hosts in use)");
+  }
+  // The kernel's word for who is on the other end, not the message's.
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  pid_t pid = m.pid;
+  if (getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0) pid = cred.pid;
+  h->alive = true;
+  h->pid = pid;
+  h->token = (next_token_ += 0x9e3779b97f4a7c15ull);
+  h->irq_fd = fds[0];
+  c.host = h->index;
+  c.life = true;
+  r.host = h->index;
+  r.token = h->token;
+  r.n_hcas = opt_.hcas_per_host;
+  auto& e = sim::Engine::instance();
+  std::lock_guard<std::recursive_mutex> g(e.mutex());
+  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
+    const size_t n = size_t(h->index) * opt_.hcas_per_host + i;
+    Slot& s = *slots_[n];
+    model::Hca& hca = world_.hca(n);
+    s.mem.pid = pid;
+    s.mem.visible = &h->visible;
+    Host* hp = h;
+    Slot* sp = &s;
+    hca.set_irq_handler([hp, sp](uint32_t) {
+      ++sp->irqs;
+      ++hp->visible;
+      const uint64_t one = 1;
+      if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */ }
+    });
+    r.trace_on = hca.tracer().on() ? 1 : 0;
+    std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
+    if (hca.tracer().on())
+      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, 0xffffffff,
+                        "host %d joins the fabric: pid %d owns %s", h->index, int(pid), r.names[i]);
+  }
+  send_msg(c.fd, MsgType::Hello, &r, sizeof r);
+}
+
+void DeviceServer::host_gone(Host& h) {
+  auto& e = sim::Engine::instance();
+  std::lock_guard<std::recursive_mutex> g(e.mutex());
+  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
+    const size_t n = size_t(h.index) * opt_.hcas_per_host + i;
+    Slot& s = *slots_[n];
+    model::Hca& hca = world_.hca(n);
+    if (hca.tracer().on())
+      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, 0xffffffff,
+                        "host %d left the fabric (pid %d ended): reset of %s", h.index, int(h.pid),
+                        hca.identity().name.c_str());
+    hca.function_reset();
+    s.mem.pid = 0;
+  }
+  if (h.irq_fd >= 0) ::close(h.irq_fd);
+  h.irq_fd = -1;
+  h.alive = false;
+  h.pid = 0;
+  h.token = 0;
+}
+
+void DeviceServer::close_conn(size_t i) {
+  Conn& c = *conns_[i];
+  ::close(c.fd);
+  if (c.life && c.host >= 0) host_gone(*hosts_[size_t(c.host)]);
+  conns_.erase(conns_.begin() + ptrdiff_t(i));
+}
+
+bool DeviceServer::drain(Conn& c) {
+  for (;;) {
+    MsgHeader h{};
+    int fds[kMaxHcasPerHost];
+    uint32_t nfds = 0;
+    const ssize_t n = recv_msg(c.fd, h, buf_.data(), buf_.size(), MSG_DONTWAIT, fds, kMaxHcasPerHost, &nfds);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) {
+      if (n < 0) std::fprintf(stderr, "hcasim-device: dropping a connection: %s\n", std::strerror(errno));
+      for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
+      return false;
+    }
+    c.last_msg_ns = mono_ns();
+    if (!handle(c, h, buf_.data(), fds, nfds)) return false;
+  }
+}
+
+bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds) {
+  auto bad = [&](const char* why) {
+    std::fprintf(stderr, "hcasim-device: protocol error from host %d: %s (message type %u, %u bytes)\n", c.host,
+                 why, unsigned(h.type), h.len);
+    for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
+    return false;
+  };
+  auto payload = [&](auto& out) {
+    if (h.len < sizeof out) return false;
+    std::memcpy(&out, p, sizeof out);
+    return true;
+  };
+  if (h.type == MsgType::Hello) {
+    HelloMsg m{};
+    if (c.host >= 0 || !payload(m)) return bad("malformed or repeated HELLO");
+    hello(c, m, fds, nfds);
+    return true;
+  }
+  if (nfds) return bad("descriptors outside HELLO");
+  if (h.type == MsgType::Attach) {
+    AttachMsg m{};
+    if (c.host >= 0 || !payload(m)) return bad("malformed ATTACH");
+    StatusReply r{0};
+    if (m.host < 0 || size_t(m.host) >= hosts_.size() || !hosts_[size_t(m.host)]->alive ||
+        hosts_[size_t(m.host)]->token != m.token)
+      r.status = EPERM;
+    else
+      c.host = m.host;
+    send_msg(c.fd, MsgType::Attach, &r, sizeof r);
+    return r.status == 0;
+  }
+  if (h.type == MsgType::Status) {
+    const std::string s = status_text();
+    send_msg(c.fd, MsgType::Status, s.data(), s.size());
+    return true;
+  }
+  if (h.type == MsgType::Stop) {
+    StatusReply r{0};
+    send_msg(c.fd, MsgType::Stop, &r, sizeof r);
+    stop_ = true;
+    return true;
+  }
+  auto& e = sim::Engine::instance();
+  if (h.type == MsgType::Control) {
+    ControlMsg m{};
+    if (!payload(m)) return bad("malformed CONTROL");
+    m.device[sizeof m.device - 1] = 0;
+    m.name[sizeof m.name - 1] = 0;
+    ControlReply r{};
+    std::string text;
+    std::lock_guard<std::recursive_mutex> g(e.mutex());
+    model::Hca* hca = world_.find(m.device);
+    switch (m.op) {
+      case ControlOp::NowNs:
+        r.value = e.now_ps() / 1000;
+        break;
+      case ControlOp::DropRx:
+        if (!hca) {
+          r.rc = -1;
+          break;
+        }
+        hca->drop_rx_if(
+            [q = m.qpn, psn = m.psn](const wire::ParsedFrame& f) {
+              return (q == 0xffffffff || f.h.dest_qp == q) && (psn == 0xffffffff || f.h.psn == psn);
+            },
+            m.count);
+        break;
+      case ControlOp::Counter:
+        r.rc = hca && sim::stat_by_name(hca->stats(), m.name, r.value) ? 0 : -1;
+        break;
+      case ControlOp::StatsJson:
+        text = world_.stats_json();
+        if (text.size() > kMaxMessage - sizeof r - 64) text.resize(kMaxMessage - sizeof r - 64);
+        break;
+      default:
+        r.rc = -1;
+    }
+    send_msg(c.fd, MsgType::Control, &r, sizeof r, text.data(), text.size());
+    return true;
+  }
+  if (c.host < 0) return bad("request before HELLO/ATTACH");
+  Host& host = *hosts_[size_t(c.host)];
+  auto hca_of = [&](uint32_t i) -> model::Hca* {
+    return i < opt_.hcas_per_host ? &world_.hca(size_t(c.host) * opt_.hcas_per_host + i) : nullptr;
+  };
+  switch (h.type) {
+    case MsgType::Command: {
+      CommandMsg m{};
+      model::Hca* hca;
+      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed COMMAND");
+      {
+        std::lock_guard<std::recursive_mutex> g(e.mutex());
+        hca->execute(m.mb);
+      }
+      send_msg(c.fd, MsgType::Command, &m.mb, sizeof m.mb);
+      return true;
+    }
+    case MsgType::Doorbell: {
+      DoorbellMsg m{};
+      model::Hca* hca;
+      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed DOORBELL");
+      std::lock_guard<std::recursive_mutex> g(e.mutex());
+      hca->mmio_write(m.offset, m.value);
+      return true;
+    }
+    case MsgType::Map:
+    case MsgType::Unmap: {
+      MapMsg m{};
+      model::Hca* hca;
+      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed MAP/UNMAP");
+      StatusReply r{0};
+      {
+        std::lock_guard<std::recursive_mutex> g(e.mutex());
+        if (h.type == MsgType::Map)
+          r.status = hca->iommu_map(m.iova, reinterpret_cast<void*>(uintptr_t(m.hva)), m.len) ? 0 : EINVAL;
+        else
+          r.status = hca->iommu_unmap(m.iova) ? 0 : EINVAL;
+      }
+      send_msg(c.fd, h.type, &r, sizeof r);
+      return true;
+    }
+    case MsgType::Wait:
+      c.waiting = true;
+      c.wait_start_ps = e.now_ps();
+      c.wait_visible = host.visible;
+      c.wait_since_ns = c.last_msg_ns;
+      return true;
+    case MsgType::Trace: {
+      TraceMsg m{};
+      model::Hca* hca;
+      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed TRACE");
+      std::string text(reinterpret_cast<const char*>(p) + sizeof m, h.len - sizeof m);
+      std::lock_guard<std::recursive_mutex> g(e.mutex());
+      auto& t = hca->tracer();
+      if (!t.on()) return true;
+      const auto kind = m.interrupt ? model::TraceKind::Interrupt : model::TraceKind::Post;
+      if (m.has_wr)
+        t.emit_wr(model::TraceUnit::Driver, kind, m.qpn, m.wr_id, "%s", text.c_str());
+      else
+        t.emit(model::TraceUnit::Driver, kind, m.qpn, "%s", text.c_str());
+      return true;
+    }
+    default:
+      return bad("unknown message type");
+  }
+}
+
+void DeviceServer::reply_wait(Conn& c, bool progress) {
+  WaitReply r{};
+  r.progress = progress ? 1 : 0;
+  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i)
+    r.irqs[i] = slots_[size_t(c.host) * opt_.hcas_per_host + i]->irqs;
+  c.waiting = false;
+  c.last_msg_ns = mono_ns();  // it is about to act on what it sees: let it, before time moves on
+  send_msg(c.fd, MsgType::Wait, &r, sizeof r);
+}
+
+int64_t DeviceServer::progress() {
+  auto& e = sim::Engine::instance();
+  const uint64_t now = mono_ns();
+  const uint64_t quiet = uint64_t(opt_.quiet_us) * 1000;
+  bool any_wait = false;
+  uint64_t oldest = now, busy_until = 0;
+  for (auto& c : conns_) {
+    if (c->host < 0 || c->life) continue;
+    if (c->waiting) {
+      any_wait = true;
+      oldest = std::min(oldest, c->wait_since_ns);
+    } else if (now - c->last_msg_ns < quiet) {
+      busy_until = std::max(busy_until, c->last_msg_ns + quiet);
+    }
+  }
+  const bool pending = e.pending();
+  if (any_wait) {
+    const bool forced = now - oldest >= kMaxHoldNs;
+    if (busy_until && !forced) return int64_t(std::min(busy_until, oldest + kMaxHoldNs) - now);
+    if (!pending) {
+      for (auto& c : conns_)
+        if (c->waiting) reply_wait(*c, false);
+      return -1;
+    }
+    e.run_until_visible();
+    const uint64_t t = e.now_ps();
+    for (auto& c : conns_) {
+      if (!c->waiting) continue;
+      if (hosts_[size_t(c->host)]->visible != c->wait_visible || t >= c->wait_start_ps + sim::kWaitQuantumPs)
+        reply_wait(*c, true);
+    }
+    return 0;
+  }
+  if (!pending) return -1;
+  // Nobody waits in verbs, yet work is in flight: programs wait elsewhere (poll(2) on a channel
+  // fd, sleep). Once everyone has been quiet for the period, let it run.
+  if (busy_until) return int64_t(busy_until - now);
+  e.run_until_visible();
+  return 0;
+}
+
+std::string DeviceServer::status_text() {
+  auto& e = sim::Engine::instance();
+  std::lock_guard<std::recursive_mutex> g(e.mutex());
+  char line[256];
+  size_t used = 0;
+  for (auto& h : hosts_) used += h->alive ? 1 : 0;
+  std::snprintf(line, sizeof line, "fabric %s: pid %d, %zu of %zu hosts in use, %u HCA(s) per host, %.3f us simulated\n",
+                opt_.socket.c_str(), int(getpid()), used, hosts_.size(), opt_.hcas_per_host,
+                double(e.now_ps()) / 1e6);
+  std::string s = line;
+  for (auto& h : hosts_) {
+    std::string devs;
+    for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
+      const model::HcaIdentity& id = world_.hca(size_t(h->index) * opt_.hcas_per_host + i).identity();
+      char b[96];
+      std::snprintf(b, sizeof b, " %s(%u.%u.%u.%u)", id.name.c_str(), id.ipv4 >> 24, (id.ipv4 >> 16) & 255,
+                    (id.ipv4 >> 8) & 255, id.ipv4 & 255);
+      devs += b;
+    }
+    if (h->alive)
+      std::snprintf(line, sizeof line, "  host %d: pid %d:%s\n", h->index, int(h->pid), devs.c_str());
+    else
+      std::snprintf(line, sizeof line, "  host %d: free:%s\n", h->index, devs.c_str());
+    s += line;
+  }
+  return s;
+}
+
+int DeviceServer::run() {
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  // Signals are blocked except inside ppoll, so a stop request never slips between the check
+  // and the wait.
+  sigset_t block, none;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGHUP);
+  sigprocmask(SIG_BLOCK, &block, nullptr);
+  sigemptyset(&none);
+  int64_t timeout_ns = -1;
+  std::vector<pollfd> pfds;
+  while (!stop_ && !g_signal) {
+    pfds.clear();
+    pfds.push_back({listen_fd_, POLLIN, 0});
+    for (auto& c : conns_) pfds.push_back({c->fd, POLLIN, 0});
+    timespec ts{}, *tp = nullptr;
+    if (timeout_ns >= 0) {
+      ts.tv_sec = time_t(timeout_ns / 1'000'000'000);
+      ts.tv_nsec = long(timeout_ns % 1'000'000'000);
+      tp = &ts;
+    }
+    const int n = ppoll(pfds.data(), pfds.size(), tp, &none);
+    if (n < 0 && errno != EINTR) {
+      std::fprintf(stderr, "hcasim-device: poll: %s\n", std::strerror(errno));
+      return 1;
+    }
+    if (n > 0) {
+      // Connections first (a new one is at the end and polled next round).
+      for (size_t i = pfds.size() - 1; i >= 1; --i) {
+        if (!pfds[i].revents) continue;
+        if (!drain(*conns_[i - 1])) close_conn(i - 1);
+        if (stop_) break;
+      }
+      if (pfds[0].revents & POLLIN) accept_conn();
+    }
+    if (stop_) break;
+    timeout_ns = progress();
+  }
+  // Whoever still waits is told nothing more will come.
+  for (auto& c : conns_)
+    if (c->waiting) reply_wait(*c, false);
+  return 0;
+}
+
+}  // namespace hcasim::fabric

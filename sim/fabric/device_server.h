@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file device_server.h
+ * @brief The device process of the cross-process fabric: one SystemC kernel and every HCA,
+ *        serving client processes (hosts) over a Unix socket (protocol.h).
+ *
+ * Each client process is a host that owns `hcas_per_host` HCAs of the world (host i: HCAs
+ * i*k … i*k+k-1, named hcasim<n>, with that HCA's MAC, IPv4 address and GIDs). The device
+ * reaches the host's memory by address with process_vm_readv/writev and raises its
+ * interrupts on eventfds the host passed. When a host's process ends, however it ends, its
+ * HCAs get a function-level reset and the slot is free for the next process.
+ *
+ * Time: one clock for all hosts. Simulated time advances while programs wait in verbs calls:
+ * when at least one connection waits and every other one is waiting too or has been quiet
+ * (no message) for `quiet_us` of wall time (so a host about to ring a doorbell gets it
+ * stamped before time moves on), or, with no waiter, after everyone has been quiet that long
+ * (programs sleeping in poll(2) on a channel fd). A wait returns once its host saw something
+ * (a DMA write into its memory, an interrupt), after one wait quantum of simulated time, or
+ * at once when nothing is pending anywhere.
+ */
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dma_engine.h"
+#include "protocol.h"
+#include "world.h"
+
+namespace hcasim::fabric {
+
+struct DeviceOptions {
+  std::string socket;          ///< Unix socket path to listen on
+  uint32_t hosts = 8;          ///< host slots
+  uint32_t hcas_per_host = 1;  ///< HCAs each host owns
+  uint32_t quiet_us = 200;     ///< wall-time quiet period (see the file comment)
+  int ready_fd = -1;           ///< written ("ready\n") and closed once the socket listens
+};
+
+class DeviceServer {
+ public:
+  DeviceServer(sim::World& world, const DeviceOptions& opt);
+  ~DeviceServer();
+  DeviceServer(const DeviceServer&) = delete;
+  DeviceServer& operator=(const DeviceServer&) = delete;
+
+  /** @brief Listen; false (with @p err) if the socket cannot be set up. */
+  bool listen(std::string& err);
+  /** @brief Serve until Stop or SIGTERM/SIGINT. Returns the exit status. */
+  int run();
+
+ private:
+  struct Host;
+  struct Conn;
+  class RemoteMemory;
+  struct Slot;
+
+  void accept_conn();
+  /** @brief Handle every queued message of @p c; false if the connection ended. */
+  bool drain(Conn& c);
+  bool handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds);
+  void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
+  void close_conn(size_t i);
+  void host_gone(Host& h);
+  /** @brief Advance time if the rules allow; returns the poll timeout in ns (-1: none). */
+  int64_t progress();
+  void reply_wait(Conn& c, bool progress);
+  std::string status_text();
+  static uint64_t mono_ns();
+
+  sim::World& world_;
+  DeviceOptions opt_;
+  int listen_fd_ = -1;
+  bool stop_ = false;
+  std::vector<std::unique_ptr<Slot>> slots_;  ///< one per HCA
+  std::vector<std::unique_ptr<Host>> hosts_;  ///< one per host slot
+  std::vector<std::unique_ptr<Conn>> conns_;
+  std::vector<uint8_t> buf_;
+  uint64_t next_token_;
+};
+
+}  // namespace hcasim::fabric
