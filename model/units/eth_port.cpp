@@ -51,6 +51,10 @@ void EthPort::describe(const char* dir, const Packet& pkt) {
 }
 
 void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) {
+  if (!up_) {
+    ++drops_;
+    return;
+  }
   const uint64_t now = now_ps();
   if (ready_ps < now) ready_ps = now;
   pending_.push(Pending{ready_ps, seq_++, std::move(pkt)});
@@ -94,6 +98,10 @@ void EthPort::send(PacketPtr pkt, uint64_t now) {
 }
 
 void EthPort::receive(PacketPtr pkt) {
+  if (!up_) {
+    ++drops_;
+    return;
+  }
   ++rx_pkts_;
   rx_bytes_ += pkt->len;
   if (tracer_.on()) {

@@ -44,6 +44,13 @@ class EthPort : public PacketReceiver {
   /** @brief From the wire: a frame fully arrived now. */
   void receive(PacketPtr pkt) override;
 
+  /**
+   * @brief Link state. A down port neither sends nor delivers frames (they count as drops):
+   * what peers see of a host whose owner process died mid-flight, until the function is reset.
+   */
+  void set_up(bool up) { up_ = up; }
+  bool up() const { return up_; }
+
   /** @brief When the transmitter is free again (for requester back-pressure). */
   uint64_t busy_until() const { return busy_until_; }
   const uint8_t* mac() const { return mac_; }
@@ -80,6 +87,7 @@ class EthPort : public PacketReceiver {
   uint64_t seq_ = 0;
   sc_core::sc_event wake_;      ///< one wake-up per frame: at max(its ready time, transmitter free)
   bool armed_ = false;
+  bool up_ = true;
   uint64_t armed_at_ = 0;
   TimedQueue<PacketPtr> loopback_;
   uint64_t busy_until_ = 0;

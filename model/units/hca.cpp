@@ -92,6 +92,7 @@ void Hca::function_reset() {
   cmd_.reset_pds();
   core_.iommu.clear();
   core_.eq.set_irq_handler(nullptr);
+  core_.port.set_up(true);
   drop_left_ = 0;
   drop_pred_ = nullptr;
 }

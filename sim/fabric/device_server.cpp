@@ -29,6 +29,10 @@ volatile sig_atomic_t g_signal = 0;
 void on_signal(int s) { g_signal = s; }
 /// A waiter is never held longer than this for another connection to go quiet.
 constexpr uint64_t kMaxHoldNs = 10'000'000;
+/// A wait that sees nothing keeps running quantum after quantum for up to this much wall time
+/// before the program gets control back (to check its own deadlines): a round trip per
+/// 100 us quantum would make a retry timeout of 0.5 s simulated cost thousands of them.
+constexpr uint64_t kWaitWallBudgetNs = 2'000'000;
 }  // namespace
 
 struct DeviceServer::Host {
@@ -49,22 +53,37 @@ struct DeviceServer::Conn {
   uint64_t last_msg_ns = 0;
 };
 
-/** @brief The device's view of one client process's memory: DMA by address, across processes. */
+/**
+ * @brief The device's view of one client process's memory: DMA by address, across processes.
+ *
+ * A process that is being killed loses its memory before its sockets close. A DMA that finds
+ * the memory gone (ESRCH) takes the HCA's port down at once, so the access failure never
+ * turns into a NAK on the wire: peers see silence and retry, as they would when a real host's
+ * kernel tears down a dead process's QPs. The function reset that follows brings it back up.
+ */
 class DeviceServer::RemoteMemory : public model::HostMemory {
  public:
   pid_t pid = 0;
   uint64_t* visible = nullptr;
+  model::Hca* hca = nullptr;
   bool read(const uint8_t* hva, void* dst, uint64_t len) override {
-    if (!pid) return false;
+    if (!pid) return gone();
     iovec local{dst, len}, remote{const_cast<uint8_t*>(hva), len};
-    return process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(len);
+    if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(len)) return true;
+    return errno == ESRCH ? gone() : false;
   }
   bool write(uint8_t* hva, const void* src, uint64_t len) override {
-    if (!pid) return false;
+    if (!pid) return gone();
     iovec local{const_cast<void*>(src), len}, remote{hva, len};
-    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len)) return false;
+    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len)) return errno == ESRCH ? gone() : false;
     ++*visible;
     return true;
+  }
+
+ private:
+  bool gone() {
+    if (hca) hca->port().set_up(false);
+    return false;
   }
 };
 
@@ -204,6 +223,8 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
     model::Hca& hca = world_.hca(n);
     s.mem.pid = pid;
     s.mem.visible = &h->visible;
+    s.mem.hca = &hca;
+    hca.port().set_up(true);
     Host* hp = h;
     Slot* sp = &s;
     hca.set_irq_handler([hp, sp](uint32_t) {
@@ -232,8 +253,8 @@ void DeviceServer::host_gone(Host& h) {
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, 0xffffffff,
                         "host %d left the fabric (pid %d ended): reset of %s", h.index, int(h.pid),
                         hca.identity().name.c_str());
-    hca.function_reset();
     s.mem.pid = 0;
+    hca.function_reset();
   }
   if (h.irq_fd >= 0) ::close(h.irq_fd);
   h.irq_fd = -1;
@@ -448,11 +469,17 @@ int64_t DeviceServer::progress() {
       return -1;
     }
     e.run_until_visible();
-    const uint64_t t = e.now_ps();
+    const uint64_t t = e.now_ps(), wall = mono_ns();
     for (auto& c : conns_) {
       if (!c->waiting) continue;
-      if (hosts_[size_t(c->host)]->visible != c->wait_visible || t >= c->wait_start_ps + sim::kWaitQuantumPs)
+      if (hosts_[size_t(c->host)]->visible != c->wait_visible) {
         reply_wait(*c, true);
+      } else if (t >= c->wait_start_ps + sim::kWaitQuantumPs) {
+        if (wall - c->wait_since_ns < kWaitWallBudgetNs)
+          c->wait_start_ps = t;  // nothing for it yet: another quantum
+        else
+          reply_wait(*c, true);
+      }
     }
     return 0;
   }
