@@ -468,27 +468,25 @@ int64_t DeviceServer::progress() {
         if (c->waiting) reply_wait(*c, false);
       return -1;
     }
-    e.run_until_visible();
+    uint64_t pace = 0;
+    e.run_until_visible(&pace);
     const uint64_t t = e.now_ps(), wall = mono_ns();
     for (auto& c : conns_) {
       if (!c->waiting) continue;
-      if (hosts_[size_t(c->host)]->visible != c->wait_visible) {
+      if (hosts_[size_t(c->host)]->visible != c->wait_visible || wall - c->wait_since_ns >= kWaitWallBudgetNs)
         reply_wait(*c, true);
-      } else if (t >= c->wait_start_ps + sim::kWaitQuantumPs) {
-        if (wall - c->wait_since_ns < kWaitWallBudgetNs)
-          c->wait_start_ps = t;  // nothing for it yet: another quantum
-        else
-          reply_wait(*c, true);
-      }
+      else if (t >= c->wait_start_ps + sim::kWaitQuantumPs)
+        c->wait_start_ps = t;  // nothing for it yet: another quantum
     }
-    return 0;
+    return int64_t(std::min<uint64_t>(pace, 1'000'000));
   }
   if (!pending) return -1;
   // Nobody waits in verbs, yet work is in flight: programs wait elsewhere (poll(2) on a channel
   // fd, sleep). Once everyone has been quiet for the period, let it run.
   if (busy_until) return int64_t(busy_until - now);
-  e.run_until_visible();
-  return 0;
+  uint64_t pace = 0;
+  e.run_until_visible(&pace);
+  return int64_t(std::min<uint64_t>(pace, 1'000'000));
 }
 
 std::string DeviceServer::status_text() {

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <systemc>
 
 #include "dma_engine.h"
@@ -23,6 +25,7 @@ Engine& Engine::instance() {
 
 Engine::Engine() {
   efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (const char* p = std::getenv("HCASIM_PACE"); p && std::strcmp(p, "0") == 0) pacing_ = false;
   // At exit SystemC's globals are torn down: stop the advancer and keep every thread out of
   // the kernel from then on (the lock is taken and never released).
   std::atexit([] {
@@ -68,7 +71,7 @@ bool Engine::step() {
   return true;
 }
 
-bool Engine::run_until_visible() {
+bool Engine::run_until_visible(uint64_t* pace_ns) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   uint64_t drain;
   if (read(efd_, &drain, sizeof drain) < 0) { /* nothing to drain */ }
@@ -87,10 +90,26 @@ bool Engine::run_until_visible() {
     if (now >= deadline) break;
     const uint64_t next = now + sc_core::sc_time_to_pending_activity().value();
     if (next > deadline) {
-      // The next event (a retry timer) lies beyond the quantum: the program waited that long.
-      sc_core::sc_start(sc_core::sc_time::from_value(deadline - now));
+      // The next event (a retry timer) lies beyond the quantum: the program waited that long,
+      // in wall time too when pacing.
+      uint64_t target = deadline;
+      if (pacing_) {
+        const uint64_t wall = mono_ns();
+        if (!idle_gap_) {
+          idle_gap_ = true;
+          gap_sim0_ps_ = now;
+          gap_wall0_ns_ = wall;
+        }
+        const uint64_t allowed = gap_sim0_ps_ + (wall - gap_wall0_ns_) * 1000;
+        if (allowed < deadline) {
+          target = allowed;
+          if (pace_ns) *pace_ns = (deadline - allowed) / 1000;
+        }
+      }
+      if (target > now) sc_core::sc_start(sc_core::sc_time::from_value(target - now));
       break;
     }
+    idle_gap_ = false;
     // Runs events up to the deadline; returns early on a pause (visible effect) or when
     // nothing is left before the deadline.
     sc_core::sc_start(sc_core::sc_time::from_value(deadline - now), sc_core::SC_EXIT_ON_STARVATION);
@@ -129,7 +148,10 @@ void Engine::start_idle_advancer(uint32_t quiet_us) {
       }
       std::unique_lock<std::recursive_mutex> g(mu_, std::try_to_lock);
       if (!g.owns_lock()) continue;
-      if (sc_core::sc_pending_activity()) run_until_visible();
+      uint64_t pace = 0;
+      if (sc_core::sc_pending_activity()) run_until_visible(&pace);
+      g.unlock();
+      if (pace) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(pace, 1'000'000)));
     }
   });
   idle_.detach();

@@ -35,9 +35,19 @@ class Engine {
 
   /**
    * @brief Run the simulation until the device wrote host memory or raised an interrupt
-   * (something software can observe), or until nothing is pending. Returns true if anything ran.
+   * (something software can observe), until nothing is pending, or for one wait quantum.
+   * Returns true if anything ran.
+   *
+   * Pacing: when nothing at all happens within the quantum (only a timer further out: a
+   * retransmission, an RNR retry), simulated time crosses that idle gap no faster than wall
+   * time. A timeout of 67 ms then takes 67 ms for the programs too, so a peer that is merely
+   * slow to reach RTR (a thread or process still reading a store) is in time, as on real
+   * hardware. If pacing held time back, @p pace_ns (when given) is set to the wall time to
+   * wait before calling again; the caller sleeps without the device lock.
    */
-  bool run_until_visible();
+  bool run_until_visible(uint64_t* pace_ns = nullptr);
+  /** @brief Pace idle gaps at wall-clock speed (default on; HCASIM_PACE=0 turns it off). */
+  void set_pacing(bool on) { pacing_ = on; }
   /** @brief Run until nothing is pending or simulated time passes @p limit_ps. */
   void run_until_idle(uint64_t limit_ps = ~0ull);
   /** @brief A program just issued device work (doorbell): wake waiters. */
@@ -74,6 +84,9 @@ class Engine {
   std::thread idle_;
   std::atomic<bool> idle_stop_{false};
   uint32_t quiet_us_ = 0;
+  bool pacing_ = true;
+  bool idle_gap_ = false;                      ///< crossing an idle gap (pacing)
+  uint64_t gap_sim0_ps_ = 0, gap_wall0_ns_ = 0;  ///< where and when the gap began
 };
 
 }  // namespace hcasim::sim

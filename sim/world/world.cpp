@@ -8,7 +8,9 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "engine.h"
 
@@ -117,7 +119,11 @@ class SimLink : public drv::HcaLink {
   bool wait_progress() override {
     Engine& e = Engine::instance();
     e.note_call();
-    return e.run_until_visible();
+    uint64_t pace = 0;
+    const bool ran = e.run_until_visible(&pace);
+    // Held back by pacing: let wall time catch up (up to 1 ms) before the program re-checks.
+    if (pace) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(pace, 1'000'000)));
+    return ran || pace;
   }
   int activity_fd() override { return Engine::instance().activity_fd(); }
   bool trace_on() const override { return const_cast<model::Hca&>(hca_).tracer().on(); }
