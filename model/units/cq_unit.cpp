@@ -45,10 +45,10 @@ CqUnit::CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingPr
     : dma_(dma), bt_(bt), eq_(eq), prof_(prof), tracer_(tracer),
       landing_("cqe", [this](Pending& p) { land(p); }) {}
 
-bool CqUnit::create(const hw::Cqc& cqc) { return cqs_.emplace(cqc.cqn, Cq{cqc, 0, 0, false, false, false, {}}).second; }
+bool CqUnit::create(const hw::Cqc& cqc) { return cqs_.emplace(cqc.cqn, Cq{cqc, 0, 0, false, false, false, 0, 0, {}}).second; }
 bool CqUnit::destroy(uint32_t cqn) { return cqs_.erase(cqn) != 0; }
 
-void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only) {
+void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, uint32_t pi_at_request) {
   auto it = cqs_.find(cqn);
   if (it == cqs_.end()) return;
   Cq& cq = it->second;
@@ -63,6 +63,18 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only) {
   HCASIM_TRACE_F(tracer_, Cq, CqArm, 0xffffffff, arm_fields(cqn, cq, ci),
                  "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci, solicited_only ? "solicited" : "next", was,
                cq.solicited_only ? "solicited" : "next");
+  // CQEs after the request that no earlier event already reported (an arm that lands while
+  // the CQ is still armed from before adds nothing).
+  const uint32_t from = int32_t(cq.event_pi - pi_at_request) > 0 ? cq.event_pi : pi_at_request;
+  const bool missed = cq.solicited_only ? int32_t(cq.trigger_pi - from) > 0 : cq.pi != from;
+  if (!missed) return;
+  HCASIM_TRACE_F(tracer_, Cq, EventDecision, 0xffffffff, arm_fields(cqn, cq, kTraceNone, kTfEvent),
+                 "CQ %u EVENT: %u CQE(s) landed after the arm was issued -> EQ %u", cqn, cq.pi - from,
+                 cq.cqc.eqn);
+  cq.armed = false;
+  cq.event_pi = cq.pi;
+  ++events_;
+  eq_.post(cq.cqc.eqn, hw::EqeType::Completion, cqn);
 }
 
 void CqUnit::post(uint32_t cqn, const CqeInfo& info) {
@@ -122,6 +134,7 @@ void CqUnit::land(Pending& p) {
   const bool is_error = in.syndrome != hw::CqeSyndrome::Ok;
   const bool is_recv = in.opcode != hw::CqeOpcode::Req && in.opcode != hw::CqeOpcode::ReqErr;
   const bool solicited = is_recv && (in.flags & hw::kCqeSolicited);
+  if (solicited || is_error) cq.trigger_pi = cq.pi;
   if (!cq.armed) {
     HCASIM_TRACE_F(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq), "CQ %u no event: not armed", p.cqn);
     return;
@@ -138,6 +151,7 @@ void CqUnit::land(Pending& p) {
                is_error ? "an error" : solicited ? "a solicited receive" : "any completion",
                cq.cqc.eqn);
   cq.armed = false;
+  cq.event_pi = cq.pi;
   ++events_;
   eq_.post(cq.cqc.eqn, hw::EqeType::Completion, p.cqn);
 }

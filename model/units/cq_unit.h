@@ -55,8 +55,17 @@ class CqUnit {
   }
   /** @brief Called once when a CQ overflows (the HCA moves its QPs to ERR). */
   void set_overflow_handler(std::function<void(uint32_t cqn)> h) { on_overflow_ = std::move(h); }
-  /** @brief The CQ arm doorbell. */
-  void arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only);
+  /**
+   * @brief The CQ arm doorbell. @p pi_at_request is the CQ's producer count when the arm was
+   * issued: completions that landed since then (while the store was in flight) fire the event
+   * at once, since the request was for completions after it; earlier ones never do.
+   */
+  void arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, uint32_t pi_at_request);
+  /** @brief CQEs written to the CQ so far (0 for no such CQ). */
+  uint32_t produced(uint32_t cqn) const {
+    auto it = cqs_.find(cqn);
+    return it == cqs_.end() ? 0 : it->second.pi;
+  }
   /** @brief Queue a CQE; it lands in host memory after the PCIe write latency. */
   void post(uint32_t cqn, const CqeInfo& info);
 
@@ -88,6 +97,8 @@ class CqUnit {
     bool armed = false;
     bool solicited_only = false;
     bool overflowed = false;
+    uint32_t trigger_pi = 0;  ///< pi just after the last CQE a solicited-only arm fires for
+    uint32_t event_pi = 0;    ///< pi when the last event fired (CQEs up to it are reported)
     BufferCursor cursor;
   };
   struct Pending {

@@ -9,7 +9,10 @@ DoorbellUnit::DoorbellUnit(HcaCore& core, Requester& req)
     : c_(core), req_(req), bus_("doorbell", [this](Write& w) { land(w); }) {}
 
 void DoorbellUnit::mmio_write(uint32_t offset, uint64_t value) {
-  bus_.push(now_ps() + c_.prof.mmio_write_ps, Write{offset, value});
+  // A CQ arm asks for completions after *now*: remember where the CQ stood, so CQEs that land
+  // while the store is still on its way to the device are not missed.
+  const uint32_t cq_pi = offset == hw::kUarCqArm ? c_.cq.produced(uint32_t(value) & 0xffffff) : 0;
+  bus_.push(now_ps() + c_.prof.mmio_write_ps, Write{offset, value, cq_pi});
 }
 
 void DoorbellUnit::land(Write& w) {
@@ -29,7 +32,7 @@ void DoorbellUnit::land(Write& w) {
       HCASIM_TRACE_F(c_.tracer, Doorbell, Doorbell, 0xffffffff,
                      [&] { TraceFields f; f.queue = cqn; f.index = hi & 0xffffff; return f; }(),
                      "UAR+0x%03x CQ arm doorbell: cqn=%u", w.offset, cqn);
-      c_.cq.arm(cqn, hi & 0xffffff, hi >> 28, (hi >> 24) & 1);
+      c_.cq.arm(cqn, hi & 0xffffff, hi >> 28, (hi >> 24) & 1, w.cq_pi);
       return;
     }
     case hw::kUarEqArm: {

@@ -26,6 +26,7 @@ class DoorbellUnit {
   struct Write {
     uint32_t offset;
     uint64_t value;
+    uint32_t cq_pi;  ///< CQ arm: the CQ's producer count when the store was issued
   };
   void land(Write& w);
 

@@ -105,6 +105,15 @@ class RemoteLink : public drv::HcaLink {
   }
   void mmio_write64(uint32_t offset, uint64_t value) override {
     DoorbellMsg m{index_, offset, value};
+    if (offset == hw::kUarCqArm) {
+      // A CQ arm asks for completions after now. The program polls right after arming; were
+      // the store still queued while the device ran on, a CQE could land after that poll but
+      // before the arm counts, and the program would sleep through it. Acknowledged, the arm
+      // is issued before the poll.
+      StatusReply r{};
+      c_.call(MsgType::DoorbellSync, &m, sizeof m, nullptr, 0, &r, sizeof r);
+      return;
+    }
     c_.post(MsgType::Doorbell, &m, sizeof m);
   }
   bool iommu_map(uint64_t iova, void* hva, uint64_t len) override {

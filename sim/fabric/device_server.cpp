@@ -384,12 +384,19 @@ bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fd
       send_msg(c.fd, MsgType::Command, &m.mb, sizeof m.mb);
       return true;
     }
-    case MsgType::Doorbell: {
+    case MsgType::Doorbell:
+    case MsgType::DoorbellSync: {
       DoorbellMsg m{};
       model::Hca* hca;
       if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed DOORBELL");
-      std::lock_guard<std::recursive_mutex> g(e.mutex());
-      hca->mmio_write(m.offset, m.value);
+      {
+        std::lock_guard<std::recursive_mutex> g(e.mutex());
+        hca->mmio_write(m.offset, m.value);
+      }
+      if (h.type == MsgType::DoorbellSync) {
+        StatusReply r{0};
+        send_msg(c.fd, h.type, &r, sizeof r);
+      }
       return true;
     }
     case MsgType::Map:

@@ -51,6 +51,7 @@ enum class MsgType : uint32_t {
   Control,     ///< simulator control API (sim_control.h). Reply: ControlReply.
   Status,      ///< `hcasim fabric status`. Reply: text.
   Stop,        ///< `hcasim fabric stop`. Reply: Status, then the device exits.
+  DoorbellSync,  ///< UAR store acknowledged once issued (CQ arm). Reply: Status.
 };
 
 struct MsgHeader {

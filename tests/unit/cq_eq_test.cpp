@@ -229,7 +229,7 @@ TEST_F(CqEqTest, NotArmedNoEvent) {
 }
 
 TEST_F(CqEqTest, ArmNextFiresOnceForTheNextCqeOnly) {
-  cq.arm(kCqn, 0, 0, false);
+  cq.arm(kCqn, 0, 0, false, cq.produced(kCqn));
   run_until_idle();
   EXPECT_EQ(eq.eqes(), 0u) << "arming alone is not an event";
   post_and_land(send_cqe(0));
@@ -242,7 +242,7 @@ TEST_F(CqEqTest, ArmNextFiresOnceForTheNextCqeOnly) {
   EXPECT_EQ(cq.events(), 1u);
   EXPECT_EQ(eq.eqes(), 1u);
   // Re-arming fires again for the next one.
-  cq.arm(kCqn, 3, 1, false);
+  cq.arm(kCqn, 3, 1, false, cq.produced(kCqn));
   consume(3);
   post_and_land(send_cqe(2));
   EXPECT_EQ(cq.events(), 2u);
@@ -250,7 +250,7 @@ TEST_F(CqEqTest, ArmNextFiresOnceForTheNextCqeOnly) {
 }
 
 TEST_F(CqEqTest, ArmedNextFiresForTheFirstOfABurst) {
-  cq.arm(kCqn, 0, 0, false);
+  cq.arm(kCqn, 0, 0, false, cq.produced(kCqn));
   for (uint16_t i = 0; i < 3; ++i) cq.post(kCqn, send_cqe(i));
   run_until_idle();
   EXPECT_EQ(cq.cqes(), 3u);
@@ -259,7 +259,7 @@ TEST_F(CqEqTest, ArmedNextFiresForTheFirstOfABurst) {
 }
 
 TEST_F(CqEqTest, SolicitedOnlyIgnoresSendAndUnsolicitedReceive) {
-  cq.arm(kCqn, 0, 0, true);
+  cq.arm(kCqn, 0, 0, true, cq.produced(kCqn));
   CqeInfo send = send_cqe(0);
   send.flags = hw::kCqeSolicited;  // a requester CQE is never "solicited", whatever its flags
   post_and_land(send);
@@ -280,13 +280,13 @@ TEST_F(CqEqTest, SolicitedOnlyIgnoresSendAndUnsolicitedReceive) {
 }
 
 TEST_F(CqEqTest, SolicitedOnlyFiresForErrorCqes) {
-  cq.arm(kCqn, 0, 0, true);
+  cq.arm(kCqn, 0, 0, true, cq.produced(kCqn));
   CqeInfo err = send_cqe(0);
   err.opcode = hw::CqeOpcode::ReqErr;
   err.syndrome = hw::CqeSyndrome::RemoteAccessErr;
   post_and_land(err);
   EXPECT_EQ(cq.events(), 1u);
-  cq.arm(kCqn, 1, 1, true);
+  cq.arm(kCqn, 1, 1, true, cq.produced(kCqn));
   CqeInfo rerr = recv_cqe(0, false);
   rerr.opcode = hw::CqeOpcode::RespErr;
   rerr.syndrome = hw::CqeSyndrome::WrFlushErr;
@@ -296,16 +296,16 @@ TEST_F(CqEqTest, SolicitedOnlyFiresForErrorCqes) {
 }
 
 TEST_F(CqEqTest, NextArmUpgradesPendingSolicitedOnly) {
-  cq.arm(kCqn, 0, 0, true);
-  cq.arm(kCqn, 0, 1, false);
+  cq.arm(kCqn, 0, 0, true, cq.produced(kCqn));
+  cq.arm(kCqn, 0, 1, false, cq.produced(kCqn));
   post_and_land(send_cqe(0));
   EXPECT_EQ(cq.events(), 1u);
   EXPECT_EQ(events(), completions(1));
 }
 
 TEST_F(CqEqTest, SolicitedOnlyArmDoesNotDowngradePendingNext) {
-  cq.arm(kCqn, 0, 0, false);
-  cq.arm(kCqn, 0, 1, true);
+  cq.arm(kCqn, 0, 0, false, cq.produced(kCqn));
+  cq.arm(kCqn, 0, 1, true, cq.produced(kCqn));
   post_and_land(send_cqe(0));
   EXPECT_EQ(cq.events(), 1u);
   EXPECT_EQ(events(), completions(1));
@@ -314,7 +314,7 @@ TEST_F(CqEqTest, SolicitedOnlyArmDoesNotDowngradePendingNext) {
 TEST_F(CqEqTest, CqesAlreadyInTheRingDoNotFireOnArm) {
   post_and_land(send_cqe(0));
   post_and_land(send_cqe(1));
-  cq.arm(kCqn, 0, 0, false);  // consumer has not polled them yet
+  cq.arm(kCqn, 0, 0, false, cq.produced(kCqn));  // consumer has not polled them yet
   run_until_idle();
   EXPECT_EQ(cq.events(), 0u);
   EXPECT_EQ(eq.eqes(), 0u);
@@ -324,8 +324,38 @@ TEST_F(CqEqTest, CqesAlreadyInTheRingDoNotFireOnArm) {
   EXPECT_EQ(events(), completions(1));
 }
 
+// The arm doorbell asks for completions after the moment it was issued. A CQE that lands while
+// the store is still on its way to the device (after the program's last poll) must fire, or a
+// program that arms, polls empty and sleeps would never wake.
+TEST_F(CqEqTest, CqeLandingWhileTheArmIsInFlightFires) {
+  const uint32_t at_issue = cq.produced(kCqn);
+  post_and_land(send_cqe(0));  // lands between the arm's issue and its arrival
+  cq.arm(kCqn, 0, 0, false, at_issue);
+  run_until_idle();
+  EXPECT_EQ(cq.events(), 1u);
+  EXPECT_EQ(events(), completions(1));
+  post_and_land(send_cqe(1));  // still one-shot
+  EXPECT_EQ(cq.events(), 1u);
+}
+
+TEST_F(CqEqTest, SolicitedOnlyArmInFlightFiresOnlyForASolicitedCqe) {
+  uint32_t at_issue = cq.produced(kCqn);
+  post_and_land(recv_cqe(0, false));  // unsolicited: no reason to wake
+  cq.arm(kCqn, 0, 0, true, at_issue);
+  run_until_idle();
+  EXPECT_EQ(cq.events(), 0u);
+  consume(1);
+  // Re-issued; a solicited receive lands before this arm arrives: it fires.
+  at_issue = cq.produced(kCqn);
+  post_and_land(recv_cqe(1, true));
+  cq.arm(kCqn, 1, 1, true, at_issue);
+  run_until_idle();
+  EXPECT_EQ(cq.events(), 1u);
+  EXPECT_EQ(events(), completions(1));
+}
+
 TEST_F(CqEqTest, UnknownCqIsIgnored) {
-  cq.arm(kCqn + 1, 0, 0, false);
+  cq.arm(kCqn + 1, 0, 0, false, 0);
   cq.post(kCqn + 1, send_cqe(0));
   run_until_idle();
   EXPECT_EQ(cq.cqes(), 0u);
@@ -422,7 +452,7 @@ TEST_F(CqEqTest, UnknownEqIsIgnored) {
 }
 
 TEST_F(CqEqTest, CompletionEventReachesTheInterruptHandler) {
-  cq.arm(kCqn, 0, 0, false);
+  cq.arm(kCqn, 0, 0, false, cq.produced(kCqn));
   const uint64_t t0 = sim_now_ps();
   cq.post(kCqn, send_cqe(0));
   run_until_idle();
