@@ -52,6 +52,15 @@ void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps) {
 void Requester::doorbell(uint32_t qpn, uint16_t pi) {
   QpcCache::Lookup l = c_.qpc.lookup(qpn, "SQ doorbell");
   if (!l.qp) return;
+  // The producer counter only moves forward. A doorbell that arrives after a later one (two
+  // threads posting to one QP, their stores reaching the device out of order, as they may
+  // across a fabric's per-thread connections) carries nothing new; taking it would move the
+  // counter back and make the next fetch run 64K WQEs ahead.
+  if (int16_t(uint16_t(pi - l.qp->sq_pi)) <= 0) {
+    HCASIM_TRACE(c_.tracer, Doorbell, Note, qpn, "SQ doorbell producer=%u is not ahead of %u: stale, ignored", pi,
+                 l.qp->sq_pi);
+    return;
+  }
   l.qp->sq_pi = pi;
   schedule(*l.qp, Stage::Fetch, now_ps() + l.latency_ps);
 }
