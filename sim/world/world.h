@@ -11,7 +11,12 @@
  *   trace-event timeline), HCASIM_VCD=file.vcd (signals for GTKWave), HCASIM_PCAP=file.pcap
  *   (every frame on every wire), HCASIM_STEP=1 (step mode), HCASIM_STEP_FILTER=spec (events
  *   that pause), HCASIM_STEP_SCRIPT=file (step commands; default /dev/tty), HCASIM_STEP_FD=n
- *   (step commands from an inherited descriptor), HCASIM_IDLE_US (2000), HCASIM_SEED=N (1).
+ *   (step commands from an inherited descriptor), HCASIM_IDLE_US (2000), HCASIM_SEED=N (1),
+ *   HCASIM_PACE=0 (cross idle gaps at full speed instead of wall-clock pace; engine.h).
+ *
+ * With HCASIM_FABRIC=socket the process builds no world: it joins that cross-process fabric
+ * as one host (HCASIM_HOST=i picks the slot; sim/fabric/client_link.h), and the device
+ * process (hcasim-device) reads the variables above instead.
  *
  * Every output is completed at exit (or when the World is destroyed): the timeline's JSON is
  * closed, the VCD header written, the pcap flushed.
