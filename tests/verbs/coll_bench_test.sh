@@ -1,10 +1,13 @@
 #!/bin/sh
 # coll-bench under `hcasim run` (the drop-in libibverbs.so.1 replaces rdma-core's), ranks as
 # threads, one simulated HCA each. Passes if coll-bench exits 0, printed its table, and every
-# checked row says "ok".
+# checked row says "ok". With --compare-gloo also: the Gloo header is there and every row has
+# Gloo's columns with its own check "ok" (or "-" where Gloo did not run, e.g. 0 elements).
 #   coll_bench_test.sh HCASIM COLL_BENCH RANKS [coll-bench options...]
 set -u
 hcasim=$1; bench=$2; ranks=$3; shift 3
+gloo=0
+for a in "$@"; do [ "$a" = "--compare-gloo" ] && gloo=1; done
 out=$("$hcasim" run --hosts "$ranks" -- "$bench" --ranks-as-threads "$ranks" "$@" 2>&1)
 rc=$?
 printf '%s\n' "$out"
@@ -13,4 +16,12 @@ printf '%s\n' "$out" | grep -q '^# coll-bench:' || { echo "coll_bench_test: no h
 if printf '%s\n' "$out" | grep -q 'FAIL'; then echo "coll_bench_test: a check failed"; exit 1; fi
 rows=$(printf '%s\n' "$out" | grep -c '^ *[0-9]')
 [ "$rows" -gt 0 ] || { echo "coll_bench_test: no result rows"; exit 1; }
+if [ $gloo -eq 1 ]; then
+  printf '%s\n' "$out" | grep -q '^# compare: Gloo' || { echo "coll_bench_test: no Gloo header"; exit 1; }
+  # Data rows: 12 columns of ours + 5 of Gloo's, the last one Gloo's check.
+  bad=$(printf '%s\n' "$out" | grep '^ *[0-9]' | awk 'NF != 17 || ($17 != "ok" && $17 != "-")' | wc -l)
+  [ "$bad" -eq 0 ] || { echo "coll_bench_test: $bad rows without Gloo's columns or check"; exit 1; }
+  ran=$(printf '%s\n' "$out" | grep '^ *[0-9]' | awk '$17 == "ok"' | wc -l)
+  [ "$ran" -gt 0 ] || { echo "coll_bench_test: Gloo ran no size"; exit 1; }
+fi
 exit 0

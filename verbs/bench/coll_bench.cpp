@@ -4,6 +4,10 @@
 //
 //   coll-bench --op allreduce -b 8 -e 256M -f 2 --rank R --size N --store tcp:HOST:PORT
 //   hcasim run --hosts 4 -- coll-bench --op allreduce --ranks-as-threads 4 -e 1M
+//   hcasim run --hosts 4 -- coll-bench --op allreduce --ranks-as-threads 4 --mode busy --compare-gloo
+//
+// --compare-gloo (built when Debian's Gloo, libgloo-dev, is found: HCASIM_HAVE_GLOO) also runs
+// Gloo's AllreduceRing with its ibverbs transport on the same device, sizes and clock.
 //
 // Run `coll-bench --help` for every option.
 #include <dlfcn.h>
@@ -30,6 +34,15 @@
 #include "hcasim/verbs/error.h"
 #include "hcasim/verbs/launcher.h"
 #include "hcasim/verbs/store.h"
+
+#if HCASIM_HAVE_GLOO
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/config.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/ibverbs/device.h>
+#endif
 
 using namespace hcasim::verbs;
 
@@ -58,6 +71,8 @@ struct Options {
   std::string clock = "auto";
   int timeoutMs = 60000;
   uint32_t dataWr = 32, ackWr = 8;
+  bool compareGloo = false;
+  std::string glooAlgo = "ring";  // ring | ring-chunked
 };
 
 [[noreturn]] void usage(int rc) {
@@ -88,9 +103,18 @@ struct Options {
       "  --data-wr N --ack-wr N  flow-control budgets per connection (default 32, 8)\n"
       "  --clock auto|wall|sim times from the wall clock or the simulator's clock (auto: sim if present)\n"
       "  --timeout-ms MS       bound on every wait (default 60000)\n"
+      "  --compare-gloo        allreduce: also run Gloo's AllreduceRing (ibverbs transport) on the same\n"
+      "                        device, GID, sizes and clock; --mode event uses Gloo's default (a device\n"
+      "                        loop thread), --mode busy its sync mode with busy polling%s\n"
+      "  --gloo-algo A         ring | ring-chunked (gloo::AllreduceRing / AllreduceRingChunked; default ring)\n"
       "Sizes are bytes of the largest buffer involved (allgather: the output, reduce-scatter: the input),\n"
-      "as in nccl-tests. busbw factors: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n, broadcast 1.\n"
-      "Not done yet: a Gloo comparison mode.\n");
+      "as in nccl-tests. busbw factors: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n, broadcast 1.\n",
+#if HCASIM_HAVE_GLOO
+      ""
+#else
+      "\n                        (not in this build: Gloo was not found; apt-get install libgloo-dev)"
+#endif
+  );
   std::exit(rc);
 }
 
@@ -110,7 +134,7 @@ size_t parseSize(const std::string& s) {
 Options parse(int argc, char** argv) {
   Options o;
   enum { kOp = 256, kRank, kSize, kStore, kThreads, kDevice, kGid, kPort, kAlgo, kSegment, kRegions, kMode, kClock,
-         kTimeout, kDataWr, kAckWr, kHelp };
+         kTimeout, kDataWr, kAckWr, kGloo, kGlooAlgo, kHelp };
   static const option longs[] = {
       {"op", required_argument, nullptr, kOp}, {"rank", required_argument, nullptr, kRank},
       {"size", required_argument, nullptr, kSize}, {"store", required_argument, nullptr, kStore},
@@ -120,6 +144,7 @@ Options parse(int argc, char** argv) {
       {"regions", required_argument, nullptr, kRegions}, {"mode", required_argument, nullptr, kMode},
       {"clock", required_argument, nullptr, kClock}, {"timeout-ms", required_argument, nullptr, kTimeout},
       {"data-wr", required_argument, nullptr, kDataWr}, {"ack-wr", required_argument, nullptr, kAckWr},
+      {"compare-gloo", no_argument, nullptr, kGloo}, {"gloo-algo", required_argument, nullptr, kGlooAlgo},
       {"minbytes", required_argument, nullptr, 'b'}, {"maxbytes", required_argument, nullptr, 'e'},
       {"stepfactor", required_argument, nullptr, 'f'}, {"stepbytes", required_argument, nullptr, 'i'},
       {"iters", required_argument, nullptr, 'n'}, {"warmup", required_argument, nullptr, 'w'},
@@ -166,6 +191,11 @@ Options parse(int argc, char** argv) {
       case kTimeout: o.timeoutMs = std::stoi(a); break;
       case kDataWr: o.dataWr = uint32_t(std::stoul(a)); break;
       case kAckWr: o.ackWr = uint32_t(std::stoul(a)); break;
+      case kGloo: o.compareGloo = true; break;
+      case kGlooAlgo:
+        if (a != "ring" && a != "ring-chunked") throw std::invalid_argument("unknown --gloo-algo '" + a + "'");
+        o.glooAlgo = a;
+        break;
       case 'b': o.minBytes = parseSize(a); break;
       case 'e': o.maxBytes = parseSize(a); break;
       case 'f': o.factor = std::stod(a); break;
@@ -185,6 +215,14 @@ Options parse(int argc, char** argv) {
   if (o.iters < 1 || o.warmup < 0) throw std::invalid_argument("-n must be >= 1 and -w >= 0");
   if (o.stepBytes == 0 && o.factor <= 1) throw std::invalid_argument("-f must be > 1 (or use -i)");
   if (o.minBytes > o.maxBytes) throw std::invalid_argument("-b is larger than -e");
+  if (o.compareGloo) {
+#if !HCASIM_HAVE_GLOO
+    throw std::invalid_argument(
+        "--compare-gloo: this coll-bench was built without Gloo (apt-get install libgloo-dev, then "
+        "re-run cmake with HCASIM_WITH_GLOO=ON)");
+#endif
+    if (o.op != Op::Allreduce) throw std::invalid_argument("--compare-gloo works with --op allreduce only");
+  }
   return o;
 }
 
@@ -251,6 +289,11 @@ struct Row {
   std::vector<double> us;  // per iteration, max over ranks
   bool checked = false, ok = true;
   std::string error;
+  // --compare-gloo: the same size with Gloo (glooRan false: not run, e.g. count 0)
+  bool glooRan = false;
+  std::vector<double> glooUs;
+  bool glooChecked = false, glooOk = true;
+  std::string glooError;
 };
 
 double busFactor(Op op, int n) {
@@ -264,8 +307,211 @@ double busFactor(Op op, int n) {
   return 0;
 }
 
+// ---- Gloo comparison ----------------------------------------------------------------------
+
+#if HCASIM_HAVE_GLOO
+// Gloo's rendezvous over our store (any kind: hash, file, TCP, Redis), under its own prefix.
+class GlooStore : public gloo::rendezvous::Store {
+ public:
+  GlooStore(const std::shared_ptr<hcasim::verbs::Store>& inner, std::chrono::milliseconds timeout)
+      : inner_(std::make_shared<hcasim::verbs::PrefixStore>("coll-bench-gloo", inner)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    inner_->set(key, Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    const Bytes b = inner_->get(key, timeout_);
+    return std::vector<char>(b.begin(), b.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { inner_->wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
+    inner_->wait(keys, t);
+  }
+
+ private:
+  std::shared_ptr<hcasim::verbs::Store> inner_;
+  std::chrono::milliseconds timeout_;
+};
+
+// Gloo's ibverbs Buffer destructor requires every send of the buffer to have completed (else an
+// EnforceNotMet thrown from a destructor: std::terminate), but AllreduceRing never waits for its
+// last notification send. One send per pair, waited for, flushes them: a QP's sends complete in
+// order and Gloo handles a pair's completions in CQ order. Run before destroying an algorithm.
+class GlooQuiesce {
+ public:
+  explicit GlooQuiesce(const std::shared_ptr<gloo::Context>& ctx) : in_(size_t(ctx->size)) {
+    const int slot = ctx->nextSlot();
+    for (int i = 0; i < ctx->size; ++i) {
+      if (i == ctx->rank) continue;
+      auto& pair = ctx->getPair(i);
+      sends_.push_back(pair->createSendBuffer(slot, &out_, sizeof out_));
+      recvs_.push_back(pair->createRecvBuffer(slot, &in_[size_t(i)], sizeof out_));
+    }
+  }
+  void run() {
+    for (auto& b : sends_) b->send();
+    for (auto& b : sends_) b->waitSend();
+    for (auto& b : recvs_) b->waitRecv();
+  }
+
+ private:
+  int out_ = 0;
+  std::vector<int> in_;
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_, recvs_;
+};
+
+// One rank's Gloo: device, context (full mesh) and the flush helper. On an exception it is
+// leaked on purpose (Gloo's destructors may terminate the process mid-operation).
+struct GlooRank {
+  std::shared_ptr<gloo::transport::Device> dev;
+  std::unique_ptr<GlooStore> store;
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::unique_ptr<GlooQuiesce> quiesce;
+  std::string describe;
+  ~GlooRank() {
+    quiesce.reset();
+    ctx.reset();
+    dev.reset();
+  }
+};
+
+// Connects Gloo on the device, port and GID index our Device uses. Collective: every rank.
+GlooRank* glooConnect(Context& ctx, const Options& o, const std::shared_ptr<hcasim::verbs::Store>& store) {
+  std::unique_ptr<GlooRank> g(new GlooRank);
+  try {
+    gloo::transport::ibverbs::attr attr;
+    attr.name = ctx.device().name();
+    attr.port = ctx.device().port();
+    attr.index = ctx.device().gidIndex();
+    g->dev = gloo::transport::ibverbs::CreateDevice(attr);
+    g->store = std::make_unique<GlooStore>(store, std::chrono::milliseconds(o.timeoutMs));
+    g->ctx = std::make_shared<gloo::rendezvous::Context>(ctx.rank(), ctx.size());
+    g->ctx->setTimeout(std::chrono::milliseconds(o.timeoutMs));
+    g->ctx->connectFullMesh(*g->store, g->dev);
+    if (o.mode == PollMode::BusyPoll)
+      for (int i = 0; i < ctx.size(); ++i)
+        if (i != ctx.rank()) g->ctx->getPair(i)->setSync(true, true);
+    // Gloo sends (memory regions) as soon as a rank is connected, while a peer's QP may still be
+    // in INIT and drop them; Gloo then relies on retransmission. Wait until every rank is connected.
+    Barrier(ctx).run();
+    g->quiesce = std::make_unique<GlooQuiesce>(g->ctx);
+    g->describe = "Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
+                  std::to_string(GLOO_VERSION_PATCH) + " " +
+                  (o.glooAlgo == "ring" ? "AllreduceRing" : "AllreduceRingChunked") + "<" + dataTypeName(o.type) +
+                  ">, ibverbs transport on " + attr.name + " port " + std::to_string(attr.port) + " gid index " +
+                  std::to_string(attr.index) + ", " +
+                  (o.mode == PollMode::BusyPoll ? "sync mode (busy poll)" : "async mode (device loop thread)");
+  } catch (...) {
+    g.release();  // leaked: see GlooRank
+    throw;
+  }
+  return g.release();
+}
+
+// Debian's Gloo (0.5.0, 2022) destroys a Pair without taking the pair mutex its device loop
+// thread holds while it handles completions, so in async mode tearing a context down can race
+// with the loop thread finishing the last completion (a use-after-free in Pair::postReceive,
+// seen in about 1 of 3 runs on the simulator). Later Gloo locks there. In async mode the rank's
+// Gloo therefore stays until the process exits; sync (busy-poll) mode tears down normally.
+void glooRelease(GlooRank* g, const Options& o) {
+  if (!g) return;
+  if (o.mode == PollMode::BusyPoll) {
+    delete g;
+    return;
+  }
+  static std::mutex mu;
+  static auto* keep = new std::vector<GlooRank*>;  // never destroyed: reachable at exit, no leak report
+  std::lock_guard<std::mutex> lock(mu);
+  keep->push_back(g);
+}
+
+template <class T>
+const gloo::ReductionFunction<T>* glooReduction(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return gloo::ReductionFunction<T>::sum;
+    case ReduceOp::Prod: return gloo::ReductionFunction<T>::product;
+    case ReduceOp::Min: return gloo::ReductionFunction<T>::min;
+    case ReduceOp::Max: return gloo::ReductionFunction<T>::max;
+  }
+  return gloo::ReductionFunction<T>::sum;
+}
+#else
+struct GlooRank {};
+#endif
+
+// The allreduce of `row` once more with Gloo: same inputs, warm-up, iterations, clock and check.
+void runGlooSize(Context& ctx, GlooRank* g, const Options& o, Row& row, bool sim) {
+#if HCASIM_HAVE_GLOO
+  const int p = ctx.size(), r = ctx.rank();
+  const size_t es = dataTypeSize(o.type);
+  const size_t count = row.count;
+  // Gloo keeps byte counts in an int; a zero-length buffer cannot be registered.
+  if (count == 0 || count * es > size_t(INT32_MAX)) return;
+  std::vector<uint8_t> a(count * es);
+  std::unique_ptr<gloo::Algorithm> alg;
+  auto init = [&] {
+    dispatch(o.type, [&](auto zero) {
+      using T = decltype(zero);
+      T* x = reinterpret_cast<T*>(a.data());
+      for (size_t i = 0; i < count; ++i) x[i] = input<T>(r, i, o.redop);
+    });
+  };
+  try {
+    init();
+    dispatch(o.type, [&](auto zero) {
+      using T = decltype(zero);
+      const std::vector<T*> ptrs{reinterpret_cast<T*>(a.data())};
+      if (o.glooAlgo == "ring")
+        alg = std::make_unique<gloo::AllreduceRing<T>>(g->ctx, ptrs, int(count), glooReduction<T>(o.redop));
+      else
+        alg = std::make_unique<gloo::AllreduceRingChunked<T>>(g->ctx, ptrs, int(count), glooReduction<T>(o.redop));
+    });
+    Barrier sync(ctx);
+    for (int i = 0; i < o.warmup; ++i) alg->run();
+    sync.run();
+    std::vector<double> us(size_t(o.iters));
+    for (int i = 0; i < o.iters; ++i) {
+      const double t0 = nowUs(sim);
+      alg->run();
+      us[size_t(i)] = nowUs(sim) - t0;
+    }
+    Allreduce(ctx, us.data(), us.size(), DataType::Double, ReduceOp::Max).run();
+    row.glooUs = us;
+    row.glooRan = true;
+    if (o.check) {
+      init();
+      alg->run();
+      row.glooChecked = true;
+      dispatch(o.type, [&](auto zero) {
+        using T = decltype(zero);
+        for (size_t i = 0; i < count && row.glooOk; ++i) {
+          T want = input<T>(0, i, o.redop);
+          for (int q = 1; q < p; ++q) want = combine(want, input<T>(q, i, o.redop), o.redop);
+          const T got = reinterpret_cast<T*>(a.data())[i];
+          if (std::memcmp(&got, &want, sizeof(T)) != 0) {
+            row.glooOk = false;
+            row.glooError = "Gloo: rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
+          }
+        }
+      });
+      int32_t bad = row.glooOk ? 0 : 1;
+      Allreduce(ctx, &bad, 1, DataType::Int32, ReduceOp::Max).run();
+      if (bad && row.glooOk) {
+        row.glooOk = false;
+        row.glooError = "Gloo: another rank saw wrong data";
+      }
+    }
+    g->quiesce->run();
+  } catch (...) {
+    alg.release();  // leaked: Gloo's destructors may terminate with sends in flight
+    throw;
+  }
+#else
+  (void)ctx, (void)g, (void)o, (void)row, (void)sim;
+#endif
+}
+
 // Runs one size on one rank; returns its per-iteration times (us) and the check result.
-Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim) {
+Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gloo) {
   const int p = ctx.size(), r = ctx.rank();
   const size_t es = dataTypeSize(o.type);
   Row row;
@@ -365,6 +611,7 @@ Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim) {
       row.error = "another rank saw wrong data";
     }
   }
+  if (gloo) runGlooSize(ctx, gloo, o, row, sim);
   return row;
 }
 
@@ -374,28 +621,58 @@ double pct(std::vector<double> v, double q) {
   return v[i];
 }
 
-void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where) {
+void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where, const std::string& gloo) {
   std::printf("# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s, segment %zu B\n",
               o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(), dataTypeName(o.type),
               reduceOpName(o.redop), allreduceAlgorithmName(o.coll.algorithm), o.coll.segmentBytes);
   std::printf("# clock: %s; %d warm-up + %d timed iterations per size; time = slowest rank per iteration\n",
               sim ? "simulated time (hcasim_sim_now_ns)" : "wall clock", o.warmup, o.iters);
-  std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s\n", "size(B)", "count", "type", "redop",
+  if (!gloo.empty()) {
+    std::printf("# compare: %s; same inputs, warm-up, iterations and clock; ratio = hcasim-verbs time / Gloo time "
+                "(below 1: hcasim-verbs faster)\n",
+                gloo.c_str());
+    if (sim && o.mode == PollMode::Event)
+      std::printf("# note: Gloo's async mode waits outside verbs calls (poll(2), condition variables), so on the\n"
+                  "#       simulator its progress comes from the idle advancer (HCASIM_IDLE_US, --idle-us): slow in\n"
+                  "#       wall time, not in simulated time. --mode busy is much faster to run.\n");
+  }
+  std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s", "size(B)", "count", "type", "redop",
               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p90(us)", "p99(us)", "max(us)", "check");
+  if (!gloo.empty())
+    std::printf(" %11s %11s %10s %7s %6s", "gloo(us)", "gloo_busbw", "gloo_p50", "ratio", "gcheck");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
-void printRow(const Options& o, int p, const Row& row) {
+double mean(const std::vector<double>& v) {
   double avg = 0;
-  for (double v : row.us) avg += v;
-  avg /= double(row.us.size());
+  for (double x : v) avg += x;
+  return v.empty() ? 0 : avg / double(v.size());
+}
+
+void printRow(const Options& o, int p, const Row& row) {
+  const double avg = mean(row.us);
   const double algbw = avg > 0 ? double(row.bytes) / (avg * 1e3) : 0;  // bytes/us/1e3 = GB/s
   const double busbw = algbw * busFactor(o.op, p);
-  std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %6s\n", row.bytes, row.count,
+  std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %6s", row.bytes, row.count,
               dataTypeName(o.type), o.op == Op::Allreduce || o.op == Op::ReduceScatter ? reduceOpName(o.redop) : "-",
               avg, algbw, busbw, pct(row.us, 0.5), pct(row.us, 0.9), pct(row.us, 0.99), pct(row.us, 1.0),
               !row.checked ? "-" : row.ok ? "ok" : "FAIL");
+  if (o.compareGloo) {
+    if (row.glooRan) {
+      const double g = mean(row.glooUs);
+      const double gbus = g > 0 ? double(row.bytes) / (g * 1e3) * busFactor(o.op, p) : 0;
+      char ratio[16] = "-";
+      if (g > 0 && avg > 0) std::snprintf(ratio, sizeof ratio, "%.3f", avg / g);
+      std::printf(" %11.2f %11.3f %10.2f %7s %6s", g, gbus, pct(row.glooUs, 0.5), ratio,
+                  !row.glooChecked ? "-" : row.glooOk ? "ok" : "FAIL");
+    } else {
+      std::printf(" %11s %11s %10s %7s %6s", "-", "-", "-", "-", "-");
+    }
+  }
+  std::printf("\n");
   if (!row.ok) std::printf("#   check failed: %s\n", row.error.c_str());
+  if (!row.glooOk) std::printf("#   check failed: %s\n", row.glooError.c_str());
   std::fflush(stdout);
 }
 
@@ -428,17 +705,31 @@ bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>&
   ctx.connectFullMesh(*store);
   const bool sim = useSimClock(o);
   if (sim && !simNow()) throw std::invalid_argument("--clock sim: not running on the simulator");
+  GlooRank* gloo = nullptr;  // on an exception left alone (see GlooRank)
+#if HCASIM_HAVE_GLOO
+  if (o.compareGloo) gloo = glooConnect(ctx, o, store);
+#endif
   if (rank == 0) {
     std::string where = dev->describe();
     if (o.threads) where = "devices " + dev->name() + ".. (one per rank)," + where.substr(where.find(" port"));
-    printHeader(o, ctx, sim, where);
+    std::string glooWhat;
+#if HCASIM_HAVE_GLOO
+    if (gloo) {
+      glooWhat = gloo->describe;
+      if (o.threads) glooWhat.replace(glooWhat.find(" on ") + 4, dev->name().size(), dev->name() + "..");
+    }
+#endif
+    printHeader(o, ctx, sim, where, glooWhat);
   }
   bool ok = true;
   for (size_t bytes : sizes(o)) {
-    Row row = runSize(ctx, o, bytes, sim);
-    ok = ok && row.ok;
+    Row row = runSize(ctx, o, bytes, sim, gloo);
+    ok = ok && row.ok && row.glooOk;
     if (rank == 0) printRow(o, size, row);
   }
+#if HCASIM_HAVE_GLOO
+  glooRelease(gloo, o);  // before ctx: its destructor closes our connections
+#endif
   return ok;
 }
 
