@@ -54,14 +54,15 @@ void Requester::doorbell(uint32_t qpn, uint16_t pi) {
   if (!l.qp) return;
   // The producer counter only moves forward. A doorbell that arrives after a later one (two
   // threads posting to one QP, their stores reaching the device out of order, as they may
-  // across a fabric's per-thread connections) carries nothing new; taking it would move the
-  // counter back and make the next fetch run 64K WQEs ahead.
-  if (int16_t(uint16_t(pi - l.qp->sq_pi)) <= 0) {
-    HCASIM_TRACE(c_.tracer, Doorbell, Note, qpn, "SQ doorbell producer=%u is not ahead of %u: stale, ignored", pi,
+  // across a fabric's per-thread connections) carries no new WQEs; taking its counter would
+  // move it back and make the next fetch run 64K WQEs ahead. It still makes the QP look at
+  // itself (the provider rings the same counter after posting receives to a QP in ERR, so
+  // they get flushed).
+  if (int16_t(uint16_t(pi - l.qp->sq_pi)) > 0)
+    l.qp->sq_pi = pi;
+  else if (pi != l.qp->sq_pi)
+    HCASIM_TRACE(c_.tracer, Doorbell, Note, qpn, "SQ doorbell producer=%u is behind %u: stale, counter kept", pi,
                  l.qp->sq_pi);
-    return;
-  }
-  l.qp->sq_pi = pi;
   schedule(*l.qp, Stage::Fetch, now_ps() + l.latency_ps);
 }
 

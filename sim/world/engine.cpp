@@ -135,9 +135,17 @@ void Engine::start_idle_advancer(uint32_t quiet_us) {
   if (quiet_us == 0 || idle_.joinable()) return;
   quiet_us_ = quiet_us;
   idle_ = std::thread([this] {
+    // While the programs stay quiet and work is in flight, the advancer keeps stepping (each
+    // step still ends at a visible effect, so a program sleeping in poll(2) wakes on the
+    // interrupt and takes over): like hardware, the device does not stop between events just
+    // because nobody calls into it. Only an idle one waits for a doorbell or the period.
+    bool ran = false;
     while (!idle_stop_.load()) {
-      pollfd p{efd_, POLLIN, 0};
-      poll(&p, 1, int(quiet_us_ / 1000 + 1));
+      if (!ran) {
+        pollfd p{efd_, POLLIN, 0};
+        poll(&p, 1, int(quiet_us_ / 1000 + 1));
+      }
+      ran = false;
       const uint64_t quiet = mono_ns() - last_call_ns_.load(std::memory_order_relaxed);
       if (quiet < uint64_t(quiet_us_) * 1000) {
         // Not quiet yet: sleep out the rest of the period. (poll() returns at once while the
@@ -147,9 +155,12 @@ void Engine::start_idle_advancer(uint32_t quiet_us) {
         continue;
       }
       std::unique_lock<std::recursive_mutex> g(mu_, std::try_to_lock);
-      if (!g.owns_lock()) continue;
+      if (!g.owns_lock()) {  // a program is in a wait and drives the kernel itself
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
       uint64_t pace = 0;
-      if (sc_core::sc_pending_activity()) run_until_visible(&pace);
+      if (sc_core::sc_pending_activity()) ran = run_until_visible(&pace) && !pace;
       g.unlock();
       if (pace) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(pace, 1'000'000)));
     }
