@@ -1,0 +1,1504 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file scenario.cpp
+ * @brief The differential suite's scenario program: the same RC scenarios on any ibverbs
+ *        device (the simulator, Soft-RoCE, hardware), each printing a canonical, normalised
+ *        log of what the application can observe — every post's return code, every completion
+ *        (status, opcode, byte_len, imm_data, wc_flags, in poll order per CQ), completion
+ *        events, QP states and the contents of the buffers the operations touched.
+ *
+ * Only <infiniband/verbs.h> and POSIX: built against the simulator's drop-in library
+ * (hcasim::ibverbs) it runs on the simulator; with LD_LIBRARY_PATH pointing at rdma-core's
+ * library (tests/diff/run-diff does that in the rxe guests) the same binary runs on rxe.
+ *
+ *   diff_scenario [--local] [--scenario LIST]            both QPs in this process: A on the
+ *                                                        first device, B on the second (the
+ *                                                        same device twice if there is only one)
+ *   diff_scenario --server PORT [--scenario LIST]        side B; waits for the client
+ *   diff_scenario --client HOST:PORT [--scenario LIST]   side A
+ *
+ * Side A is the requester of every scenario, B the responder. In the two-process mode the
+ * processes exchange QP attributes over TCP and meet at every step boundary (sync()), so each
+ * side does exactly what it does in --local mode, in the same order.
+ *
+ * Log format (stdout), one observation per line:
+ *
+ *   <scenario> <side> <observation>
+ *   # comment: device names, QPNs, initial PSNs (ignored by the comparison, used by the pcap
+ *   #          normaliser to map QPNs and PSNs to sides)
+ *
+ * Nothing in an observation depends on the device, the process or the time: QPNs are printed as
+ * the side they belong to, addresses as buffer offsets, keys not at all; byte_len only where
+ * ibv_poll_cq(3) defines it (receive completions; RDMA READ and atomics, where it is the number
+ * of bytes written locally) and no field but wr_id and status of an error completion. The
+ * lines of one side of one scenario come out in the same order in every mode, so a --local log
+ * and the merged logs of a --client/--server pair compare line by line.
+ * docs/differential.md describes the suite.
+ */
+#include <infiniband/verbs.h>
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---- small helpers -----------------------------------------------------------------------------
+
+[[noreturn]] void die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "diff_scenario: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  fflush(stdout);
+  exit(2);
+}
+
+std::string strf(const char* fmt, ...) {
+  char b[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b, sizeof b, fmt, ap);
+  va_end(ap);
+  return b;
+}
+
+/** Is this the simulator (its control interface is there)? Only used to skip wall-clock waits
+ *  that exist for rxe's kernel tasks: on the simulator every verbs call lets the device run. */
+bool on_simulator() {
+  static const bool sim = dlsym(RTLD_DEFAULT, "hcasim_sim_counter") != nullptr;
+  return sim;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/** The suite's deterministic byte pattern (same as tests/e2e/verbs_fixture.h). */
+uint8_t pattern_byte(uint32_t seed, size_t i) {
+  uint32_t x = seed * 0x9e3779b1u + uint32_t(i) * 0x85ebca6bu + uint32_t(i >> 8) * 0xc2b2ae35u;
+  x ^= x >> 15;
+  x *= 0x2c1b3c6du;
+  x ^= x >> 12;
+  return uint8_t(x);
+}
+
+uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+const char* status_name(ibv_wc_status s) {
+  switch (s) {
+#define S(x) \
+  case IBV_WC_##x: return #x;
+    S(SUCCESS) S(LOC_LEN_ERR) S(LOC_QP_OP_ERR) S(LOC_EEC_OP_ERR) S(LOC_PROT_ERR) S(WR_FLUSH_ERR)
+    S(MW_BIND_ERR) S(BAD_RESP_ERR) S(LOC_ACCESS_ERR) S(REM_INV_REQ_ERR) S(REM_ACCESS_ERR)
+    S(REM_OP_ERR) S(RETRY_EXC_ERR) S(RNR_RETRY_EXC_ERR) S(LOC_RDD_VIOL_ERR) S(REM_INV_RD_REQ_ERR)
+    S(REM_ABORT_ERR) S(INV_EECN_ERR) S(INV_EEC_STATE_ERR) S(FATAL_ERR) S(RESP_TIMEOUT_ERR)
+    S(GENERAL_ERR)
+#undef S
+    default: return "STATUS?";
+  }
+}
+
+const char* wc_opcode_name(int op) {
+  switch (op) {
+    case IBV_WC_SEND: return "SEND";
+    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
+    case IBV_WC_RDMA_READ: return "RDMA_READ";
+    case IBV_WC_COMP_SWAP: return "COMP_SWAP";
+    case IBV_WC_FETCH_ADD: return "FETCH_ADD";
+    case IBV_WC_BIND_MW: return "BIND_MW";
+    case IBV_WC_RECV: return "RECV";
+    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
+    default: return "OPCODE?";
+  }
+}
+
+const char* wr_opcode_name(ibv_wr_opcode op) {
+  switch (op) {
+    case IBV_WR_SEND: return "SEND";
+    case IBV_WR_SEND_WITH_IMM: return "SEND_WITH_IMM";
+    case IBV_WR_RDMA_WRITE: return "RDMA_WRITE";
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return "RDMA_WRITE_WITH_IMM";
+    case IBV_WR_RDMA_READ: return "RDMA_READ";
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
+    default: return "WR?";
+  }
+}
+
+const char* qp_state_name(int s) {
+  switch (s) {
+    case IBV_QPS_RESET: return "RESET";
+    case IBV_QPS_INIT: return "INIT";
+    case IBV_QPS_RTR: return "RTR";
+    case IBV_QPS_RTS: return "RTS";
+    case IBV_QPS_SQD: return "SQD";
+    case IBV_QPS_SQE: return "SQE";
+    case IBV_QPS_ERR: return "ERR";
+    default: return "STATE?";
+  }
+}
+
+std::string errno_name(int rc) {
+  switch (rc) {
+    case 0: return "0";
+    case EINVAL: return "EINVAL";
+    case ENOMEM: return "ENOMEM";
+    case EAGAIN: return "EAGAIN";
+    case EPERM: return "EPERM";
+    case EFAULT: return "EFAULT";
+    case ENOSYS: return "ENOSYS";
+    case EOPNOTSUPP: return "EOPNOTSUPP";
+    default: return strf("errno%d", rc);
+  }
+}
+
+// ---- the TCP side channel (two-process mode) ---------------------------------------------------
+
+class Channel {
+ public:
+  ~Channel() {
+    if (fd_ >= 0) close(fd_);
+  }
+  void serve(int port) {
+    int ls = socket(AF_INET6, SOCK_STREAM, 0);
+    bool v6 = ls >= 0;
+    if (!v6) ls = socket(AF_INET, SOCK_STREAM, 0);
+    if (ls < 0) die("socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (v6) {
+      int zero = 0;
+      setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_port = htons(uint16_t(port));
+      a.sin6_addr = in6addr_any;
+      if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("bind port %d: %s", port, strerror(errno));
+    } else {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(uint16_t(port));
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("bind port %d: %s", port, strerror(errno));
+    }
+    if (listen(ls, 1) != 0) die("listen: %s", strerror(errno));
+    fprintf(stderr, "diff_scenario: server listening on port %d\n", port);
+    fd_ = accept(ls, nullptr, nullptr);
+    if (fd_ < 0) die("accept: %s", strerror(errno));
+    close(ls);
+    tune();
+  }
+  void connect_to(const std::string& hostport, double seconds) {
+    const size_t colon = hostport.rfind(':');
+    if (colon == std::string::npos) die("--client wants HOST:PORT, got '%s'", hostport.c_str());
+    const std::string host = hostport.substr(0, colon), port = hostport.substr(colon + 1);
+    const double deadline = now_s() + seconds;
+    for (;;) {
+      addrinfo hints{}, *res = nullptr;
+      hints.ai_socktype = SOCK_STREAM;
+      const int g = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+      if (g != 0) die("getaddrinfo %s: %s", hostport.c_str(), gai_strerror(g));
+      for (addrinfo* r = res; r; r = r->ai_next) {
+        int s = socket(r->ai_family, r->ai_socktype, r->ai_protocol);
+        if (s < 0) continue;
+        if (::connect(s, r->ai_addr, r->ai_addrlen) == 0) {
+          fd_ = s;
+          break;
+        }
+        close(s);
+      }
+      freeaddrinfo(res);
+      if (fd_ >= 0) break;
+      if (now_s() > deadline) die("cannot connect to %s: %s", hostport.c_str(), strerror(errno));
+      usleep(100 * 1000);
+    }
+    tune();
+  }
+  void send_line(const std::string& s) {
+    std::string l = s + "\n";
+    size_t off = 0;
+    while (off < l.size()) {
+      ssize_t n = write(fd_, l.data() + off, l.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) die("side channel: write: %s", strerror(errno));
+      off += size_t(n);
+    }
+  }
+  std::string recv_line() {
+    for (;;) {
+      const size_t nl = in_.find('\n');
+      if (nl != std::string::npos) {
+        std::string l = in_.substr(0, nl);
+        in_.erase(0, nl + 1);
+        return l;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int pr = poll(&p, 1, 120 * 1000);
+      if (pr == 0) die("side channel: the peer said nothing for 120 s");
+      if (pr < 0 && errno == EINTR) continue;
+      char b[4096];
+      ssize_t n = read(fd_, b, sizeof b);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) die("side channel: the peer closed the connection");
+      in_.append(b, size_t(n));
+    }
+  }
+  /** Both ends send @p tag and expect the same from the other. */
+  void meet(const std::string& tag) {
+    send_line(tag);
+    const std::string got = recv_line();
+    if (got != tag) die("side channel out of step: sent '%s', got '%s'", tag.c_str(), got.c_str());
+  }
+
+ private:
+  void tune() {
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  int fd_ = -1;
+  std::string in_;
+};
+
+// ---- sides -------------------------------------------------------------------------------------
+
+constexpr size_t kBufSize = 64 * 1024;
+constexpr uint8_t kFill = 0xcc;  ///< what every buffer holds before a scenario writes into it
+constexpr unsigned kMrAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                            IBV_ACCESS_REMOTE_ATOMIC;
+
+/** What the peer needs to connect to a side and reach its buffer. */
+struct Wire {
+  uint32_t qpn = 0, psn = 0, mtu = 0;
+  uint16_t lid = 0;
+  ibv_gid gid{};
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+
+  std::string encode() const {
+    std::string g;
+    for (int i = 0; i < 16; ++i) g += strf("%02x", gid.raw[i]);
+    return strf("QP %x %x %u %x %s %llx %x", qpn, psn, mtu, lid, g.c_str(), (unsigned long long)addr, rkey);
+  }
+  static Wire decode(const std::string& s) {
+    Wire w;
+    char g[64] = {};
+    unsigned long long addr = 0;
+    unsigned lid = 0;
+    if (sscanf(s.c_str(), "QP %x %x %u %x %40s %llx %x", &w.qpn, &w.psn, &w.mtu, &lid, g, &addr, &w.rkey) != 7 ||
+        strlen(g) != 32)
+      die("side channel: bad QP attributes '%s'", s.c_str());
+    w.lid = uint16_t(lid);
+    w.addr = addr;
+    for (int i = 0; i < 16; ++i) {
+      unsigned b = 0;
+      sscanf(g + 2 * i, "%2x", &b);
+      w.gid.raw[i] = uint8_t(b);
+    }
+    return w;
+  }
+};
+
+/** Per-scenario QP and MR settings (identical on both sides). */
+struct Config {
+  uint32_t max_inline = 0;
+  uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 1;
+  unsigned mr_access = kMrAll;  ///< B's MR (A's always has every right)
+  unsigned qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+};
+
+struct Side {
+  char name = '?';
+  std::string dev;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_comp_channel* ch = nullptr;
+  ibv_cq* scq = nullptr;  ///< send CQ (not on the channel)
+  ibv_cq* rcq = nullptr;  ///< receive CQ, on the channel
+  ibv_qp* qp = nullptr;
+  ibv_qp_cap cap{};
+  uint8_t* buf = nullptr;
+  ibv_mr* mr = nullptr;
+  Wire me, peer;
+  int s_seen = 0, r_seen = 0;  ///< completions polled so far, per CQ
+
+  uint64_t addr(size_t off) const { return reinterpret_cast<uintptr_t>(buf) + off; }
+  ibv_sge sge(size_t off, uint32_t len) const { return ibv_sge{addr(off), len, mr->lkey}; }
+};
+
+struct Options {
+  enum Mode { Local, Server, Client } mode = Local;
+  int port = 0;
+  std::string hostport;
+  std::string dev_a, dev_b;
+  int gid_index = 1;
+  double wait_s = 3.0;  ///< bound on waiting for an expected completion / event
+  std::vector<std::string> scenarios;
+};
+
+class Run;
+using ScenarioFn = void (*)(Run&);
+struct Scenario {
+  const char* name;
+  ScenarioFn fn;
+  const char* what;
+};
+
+/**
+ * One scenario on one or two sides. In --local mode both sides live here and on()/sync() run
+ * everything in program order; in the two-process modes on() runs only this process's side.
+ */
+class Run {
+ public:
+  Run(const Options& o, Channel* chan, ibv_device** list, int ndev, int index, const char* name)
+      : o_(o), chan_(chan), list_(list), ndev_(ndev), index_(index), name_(name) {
+    a_.name = 'A';
+    b_.name = 'B';
+  }
+
+  bool mine(char s) const {
+    return o_.mode == Options::Local || (s == 'A' && o_.mode == Options::Client) ||
+           (s == 'B' && o_.mode == Options::Server);
+  }
+  Side& side(char s) { return s == 'A' ? a_ : b_; }
+
+  /** Runs @p fn on side @p s if it lives in this process. */
+  void on(char s, const std::function<void(Side&)>& fn) {
+    if (mine(s)) fn(side(s));
+  }
+  /** A step boundary: in two-process mode both processes get here before either goes on. */
+  void sync() {
+    if (chan_) chan_->meet(strf("SYNC %s %d", name_, ++syncs_));
+  }
+
+  // ---- logging
+  void log(const Side& s, const char* fmt, ...) {
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    printf("%s %c %s\n", name_, s.name, b);
+    fflush(stdout);
+  }
+  void comment(const char* fmt, ...) {
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    printf("# %s %s\n", name_, b);
+    fflush(stdout);
+  }
+
+  // ---- setup / teardown
+  void setup(const Config& c = Config()) {
+    cfg_ = c;
+    if (o_.mode == Options::Local) {
+      open(a_, o_.dev_a.empty() ? list_[0] : find(o_.dev_a));
+      open(b_, o_.dev_b.empty() ? list_[ndev_ > 1 ? 1 : 0] : find(o_.dev_b));
+      a_.peer = b_.me;
+      b_.peer = a_.me;
+    } else {
+      Side& s = side(o_.mode == Options::Client ? 'A' : 'B');
+      open(s, o_.dev_a.empty() ? list_[0] : find(o_.dev_a));
+      chan_->send_line(s.me.encode());
+      s.peer = Wire::decode(chan_->recv_line());
+    }
+    // Path MTU: the smaller active MTU of the two ports, at most 1024 (what rxe on a 1500-byte
+    // netdev reports; the simulator reports 4096).
+    uint32_t m = IBV_MTU_1024;
+    for (char c : {'A', 'B'})
+      if (mine(c)) m = std::min({m, side(c).me.mtu, side(c).peer.mtu});
+    mtu_ = ibv_mtu(m);
+    if (mine('A')) connect(a_);
+    if (mine('B')) connect(b_);
+    comment("qpn A=0x%06x B=0x%06x psn A=0x%06x B=0x%06x mtu=%u dev A=%s B=%s", qpn('A'), qpn('B'), psn('A'),
+            psn('B'), 128u << mtu_, mine('A') ? a_.dev.c_str() : "-", mine('B') ? b_.dev.c_str() : "-");
+    sync();
+  }
+  void teardown() {
+    sync();
+    if (mine('A')) close_side(a_);
+    if (mine('B')) close_side(b_);
+  }
+  /** Initial send PSN of each side: distinct per scenario, so the PSN names the scenario in a
+   *  capture of a whole run (the pcap normaliser relies on it). */
+  uint32_t psn(char s) const { return (s == 'A' ? 0x100000u : 0x800000u) + uint32_t(index_) * 0x1000u; }
+  uint32_t qpn(char s) {
+    if (mine(s)) return side(s).qp ? side(s).qp->qp_num : 0;
+    return side(mine('A') ? 'A' : 'B').peer.qpn;
+  }
+  /** Address / rkey of B's buffer as A knows it. */
+  uint64_t b_addr(size_t off) const { return a_.peer.addr + off; }
+  uint32_t b_rkey() const { return a_.peer.rkey; }
+  uint32_t mtu_bytes() const { return 128u << unsigned(mtu_); }
+
+  // ---- operations (each logs what it did and what came back)
+  int post_send(Side& s, uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge> sges, unsigned flags,
+                uint64_t raddr = 0, uint32_t rkey = 0, uint32_t imm = 0, uint64_t cmp_add = 0, uint64_t swap = 0,
+                const char* note = nullptr) {
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = sges.empty() ? nullptr : sges.data();
+    wr.num_sge = int(sges.size());
+    wr.opcode = op;
+    wr.send_flags = flags;
+    wr.imm_data = htonl(imm);
+    if (op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+      wr.wr.atomic.remote_addr = raddr;
+      wr.wr.atomic.rkey = rkey;
+      wr.wr.atomic.compare_add = cmp_add;
+      wr.wr.atomic.swap = swap;
+    } else {
+      wr.wr.rdma.remote_addr = raddr;
+      wr.wr.rdma.rkey = rkey;
+    }
+    ibv_send_wr* bad = nullptr;
+    const int rc = ibv_post_send(s.qp, &wr, &bad);
+    uint64_t len = 0;
+    for (auto& g : sges) len += g.length;
+    std::string fl;
+    if (flags & IBV_SEND_SIGNALED) fl += ",SIGNALED";
+    if (flags & IBV_SEND_SOLICITED) fl += ",SOLICITED";
+    if (flags & IBV_SEND_INLINE) fl += ",INLINE";
+    if (flags & IBV_SEND_FENCE) fl += ",FENCE";
+    log(s, "post_send wr=%llu %s len=%s sge=%zu flags=%s%s%s rc=%s", (unsigned long long)wr_id,
+        wr_opcode_name(op), len_str(len).c_str(), sges.size(), fl.empty() ? "-" : fl.c_str() + 1,
+        note ? " " : "", note ? note : "", errno_name(rc).c_str());
+    if (rc != 0 && bad != &wr) log(s, "post_send bad_wr is not the failed WR");
+    return rc;
+  }
+  int post_recv(Side& s, uint64_t wr_id, std::vector<ibv_sge> sges) {
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = sges.empty() ? nullptr : sges.data();
+    wr.num_sge = int(sges.size());
+    ibv_recv_wr* bad = nullptr;
+    const int rc = ibv_post_recv(s.qp, &wr, &bad);
+    uint64_t len = 0;
+    for (auto& g : sges) len += g.length;
+    log(s, "post_recv wr=%llu len=%s sge=%zu rc=%s", (unsigned long long)wr_id, len_str(len).c_str(), sges.size(),
+        errno_name(rc).c_str());
+    return rc;
+  }
+
+  /** Polls @p cq of side @p s until @p n completions arrived (or wait_s passed); logs each. */
+  void expect_wc(Side& s, bool recv_cq, int n) {
+    ibv_cq* cq = recv_cq ? s.rcq : s.scq;
+    const char* cqn = recv_cq ? "rcq" : "scq";
+    int got = 0;
+    const double deadline = now_s() + o_.wait_s;
+    uint64_t polls = 0;
+    while (got < n) {
+      ibv_wc wc[2];
+      const int k = ibv_poll_cq(cq, std::min(2, n - got), wc);
+      if (k < 0) {
+        log(s, "poll %s rc=%d", cqn, k);
+        return;
+      }
+      for (int i = 0; i < k; ++i) log_wc(s, cqn, (recv_cq ? ++s.r_seen : ++s.s_seen), wc[i]);
+      got += k;
+      if (k == 0 && (++polls & 63) == 0 && now_s() > deadline) {
+        log(s, "%s timeout: %d of %d completion(s)", cqn, got, n);
+        return;
+      }
+    }
+  }
+  /**
+   * Nothing (more) on the CQ: polls at least @p polls times and for at least @p ms of wall
+   * time (on the simulator every poll lets the device run; on rxe the time lets the kernel's
+   * tasks run). Logs "<cq> empty" or whatever arrived.
+   */
+  void expect_empty(Side& s, bool recv_cq, int polls = 200, int ms = 20) {
+    ibv_cq* cq = recv_cq ? s.rcq : s.scq;
+    const char* cqn = recv_cq ? "rcq" : "scq";
+    const double until = now_s() + (on_simulator() ? 0 : ms / 1000.0);
+    bool any = false;
+    for (int i = 0; i < polls || now_s() < until; ++i) {
+      ibv_wc wc;
+      const int k = ibv_poll_cq(cq, 1, &wc);
+      if (k > 0) {
+        log_wc(s, cqn, recv_cq ? ++s.r_seen : ++s.s_seen, wc);
+        any = true;
+      }
+      if (k == 0 && i >= polls) usleep(200);
+    }
+    if (!any) log(s, "%s empty", cqn);
+  }
+  void log_wc(Side& s, const char* cqn, int n, const ibv_wc& wc) {
+    std::string who = wc.qp_num == s.qp->qp_num ? std::string(1, s.name) : strf("0x%x", wc.qp_num);
+    if (wc.status != IBV_WC_SUCCESS) {
+      log(s, "wc %s #%d wr=%llu %s qp=%s", cqn, n, (unsigned long long)wc.wr_id, status_name(wc.status), who.c_str());
+      return;
+    }
+    std::string len = "-";
+    switch (wc.opcode) {
+      case IBV_WC_RECV:
+      case IBV_WC_RECV_RDMA_WITH_IMM:
+      case IBV_WC_RDMA_READ:
+      case IBV_WC_COMP_SWAP:
+      case IBV_WC_FETCH_ADD: len = len_str(wc.byte_len); break;
+      default: break;  // SEND / RDMA_WRITE requester: byte_len undefined (ibv_poll_cq(3))
+    }
+    // wc_flags: IBV_WC_GRH on its own (ibv_poll_cq(3): "valid only for UD QPs"), the rest by name.
+    std::string flags;
+    unsigned f = unsigned(wc.wc_flags) & ~unsigned(IBV_WC_GRH);
+    if (f & IBV_WC_WITH_IMM) flags += ",WITH_IMM", f &= ~unsigned(IBV_WC_WITH_IMM);
+    if (f & IBV_WC_WITH_INV) flags += ",WITH_INV", f &= ~unsigned(IBV_WC_WITH_INV);
+    if (f & IBV_WC_IP_CSUM_OK) flags += ",IP_CSUM_OK", f &= ~unsigned(IBV_WC_IP_CSUM_OK);
+    if (f) flags += strf(",0x%x", f);
+    std::string imm = (wc.wc_flags & IBV_WC_WITH_IMM) ? strf("0x%08x", ntohl(wc.imm_data)) : "-";
+    log(s, "wc %s #%d wr=%llu SUCCESS op=%s len=%s imm=%s flags=%s grh=%d qp=%s", cqn, n,
+        (unsigned long long)wc.wr_id, wc_opcode_name(wc.opcode), len.c_str(), imm.c_str(),
+        flags.empty() ? "-" : flags.c_str() + 1, (wc.wc_flags & IBV_WC_GRH) ? 1 : 0, who.c_str());
+  }
+
+  /** Arms the receive CQ (solicited_only or next completion). */
+  void arm(Side& s, bool solicited_only) {
+    const int rc = ibv_req_notify_cq(s.rcq, solicited_only ? 1 : 0);
+    log(s, "arm rcq %s rc=%s", solicited_only ? "solicited" : "next", errno_name(rc).c_str());
+  }
+  /** Was there a completion event on the channel? Waits up to @p ms when @p expect, else a
+   *  short while (the caller has made sure whatever could cause it has completed). */
+  void check_event(Side& s, bool expect) {
+    const double until = now_s() + (expect ? o_.wait_s : 0.05);
+    int got = 0;
+    for (int i = 0;; ++i) {
+      ibv_cq* cq = nullptr;
+      void* ctx = nullptr;
+      if (ibv_get_cq_event(s.ch, &cq, &ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+        ++got;
+        log(s, "event %s", cq == s.rcq ? "rcq" : cq == s.scq ? "scq" : "cq?");
+        if (expect) break;
+        continue;
+      }
+      if (i >= 20 && now_s() > until) break;
+      pollfd p{s.ch->fd, POLLIN, 0};
+      poll(&p, 1, 1);
+    }
+    if (!got) log(s, "event none");
+  }
+
+  void qp_state(Side& s) {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr ia{};
+    const int rc = ibv_query_qp(s.qp, &a, IBV_QP_STATE, &ia);
+    if (rc) log(s, "qp state query rc=%s", errno_name(rc).c_str());
+    else log(s, "qp state=%s", qp_state_name(a.qp_state));
+  }
+  int modify_state(Side& s, ibv_qp_state st) {
+    ibv_qp_attr a{};
+    a.qp_state = st;
+    const int rc = ibv_modify_qp(s.qp, &a, IBV_QP_STATE);
+    log(s, "modify_qp state=%s rc=%s", qp_state_name(st), errno_name(rc).c_str());
+    return rc;
+  }
+
+  // ---- memory
+  void fill_pattern(Side& s, size_t off, size_t len, uint32_t seed) {
+    for (size_t i = 0; i < len; ++i) s.buf[off + i] = pattern_byte(seed, i);
+  }
+  void fill(Side& s, size_t off, size_t len, uint8_t v) { memset(s.buf + off, v, len); }
+  /** Logs what [off, off+len) of the side's buffer holds: a known pattern or fill, else a digest
+   *  and the first bytes. */
+  void mem(Side& s, size_t off, size_t len, uint32_t expect_seed = 0, uint32_t other_seed = 0) {
+    const uint8_t* p = s.buf + off;
+    auto is_pattern = [&](uint32_t seed) {
+      if (seed == 0) return false;
+      for (size_t i = 0; i < len; ++i)
+        if (p[i] != pattern_byte(seed, i)) return false;
+      return true;
+    };
+    bool is_fill = true;
+    for (size_t i = 0; i < len; ++i) is_fill = is_fill && p[i] == p[0];
+    std::string what;
+    if (len == 0) what = "empty";
+    else if (is_pattern(expect_seed)) what = strf("pattern(%u)", expect_seed);
+    else if (is_pattern(other_seed)) what = strf("pattern(%u)", other_seed);
+    else if (is_fill) what = strf("fill(0x%02x)", p[0]);
+    else {
+      // Say how much of it is the expected pattern, then a digest.
+      size_t good = 0;
+      if (expect_seed)
+        for (size_t i = 0; i < len; ++i) good += p[i] == pattern_byte(expect_seed, i);
+      what = strf("fnv=%016llx first=", (unsigned long long)fnv1a(p, len));
+      for (size_t i = 0; i < std::min<size_t>(len, 8); ++i) what += strf("%02x", p[i]);
+      if (expect_seed) what += strf(" pattern(%u)-bytes=%zu", expect_seed, good);
+    }
+    log(s, "mem [%s,+%s) %s", len_str(off).c_str(), len_str(len).c_str(), what.c_str());
+  }
+  uint64_t u64(Side& s, size_t off) {
+    uint64_t v;
+    memcpy(&v, s.buf + off, 8);
+    return v;
+  }
+  void set_u64(Side& s, size_t off, uint64_t v) { memcpy(s.buf + off, &v, 8); }
+  void log_u64(Side& s, size_t off) { log(s, "u64 [%zu] 0x%016llx", off, (unsigned long long)u64(s, off)); }
+
+  /** A device-dependent length (e.g. cap.max_inline_data) printed by name wherever it appears as
+   *  a length, so logs of different devices stay comparable. */
+  void alias_len(uint64_t value, const char* name) {
+    alias_value_ = value;
+    alias_name_ = name;
+  }
+  std::string len_str(uint64_t v) const {
+    if (!alias_name_.empty() && v == alias_value_) return alias_name_;
+    if (!alias_name_.empty() && v == alias_value_ + 1) return alias_name_ + "+1";
+    return strf("%llu", (unsigned long long)v);
+  }
+  /** Side @p from's value of @p v becomes the other side's too (two-process mode: over the side
+   *  channel; --local: it is the same variable). */
+  void share(char from, uint64_t& v) {
+    if (!chan_) return;
+    const std::string tag = strf("SHARE %s %d", name_, ++syncs_);
+    if (mine(from)) {
+      chan_->send_line(strf("%s %llu", tag.c_str(), (unsigned long long)v));
+    } else {
+      const std::string l = chan_->recv_line();
+      unsigned long long x = 0;
+      if (l.compare(0, tag.size(), tag) != 0 || sscanf(l.c_str() + tag.size(), " %llu", &x) != 1)
+        die("side channel out of step: expected '%s <value>', got '%s'", tag.c_str(), l.c_str());
+      v = x;
+    }
+  }
+
+ private:
+  ibv_device* find(const std::string& name) {
+    for (int i = 0; i < ndev_; ++i)
+      if (name == ibv_get_device_name(list_[i])) return list_[i];
+    die("no device named %s", name.c_str());
+  }
+  void open(Side& s, ibv_device* dev) {
+    s.dev = ibv_get_device_name(dev);
+    s.ctx = ibv_open_device(dev);
+    if (!s.ctx) die("ibv_open_device(%s): %s", s.dev.c_str(), strerror(errno));
+    s.pd = ibv_alloc_pd(s.ctx);
+    if (!s.pd) die("ibv_alloc_pd: %s", strerror(errno));
+    s.ch = ibv_create_comp_channel(s.ctx);
+    if (!s.ch) die("ibv_create_comp_channel: %s", strerror(errno));
+    const int fl = fcntl(s.ch->fd, F_GETFL);
+    fcntl(s.ch->fd, F_SETFL, fl | O_NONBLOCK);
+    s.scq = ibv_create_cq(s.ctx, 64, &s, nullptr, 0);
+    s.rcq = ibv_create_cq(s.ctx, 64, &s, s.ch, 0);
+    if (!s.scq || !s.rcq) die("ibv_create_cq: %s", strerror(errno));
+    s.buf = static_cast<uint8_t*>(aligned_alloc(4096, kBufSize));
+    if (!s.buf) die("out of memory");
+    memset(s.buf, kFill, kBufSize);
+    s.mr = ibv_reg_mr(s.pd, s.buf, kBufSize, int(s.name == 'B' ? cfg_.mr_access : kMrAll));
+    if (!s.mr) die("ibv_reg_mr: %s", strerror(errno));
+    ibv_qp_init_attr ia{};
+    ia.send_cq = s.scq;
+    ia.recv_cq = s.rcq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = 16;
+    ia.cap.max_recv_wr = 16;
+    ia.cap.max_send_sge = 4;
+    ia.cap.max_recv_sge = 4;
+    ia.cap.max_inline_data = cfg_.max_inline;
+    s.qp = ibv_create_qp(s.pd, &ia);
+    if (!s.qp) die("ibv_create_qp: %s", strerror(errno));
+    s.cap = ia.cap;
+    ibv_port_attr pa{};
+    if (ibv_query_port(s.ctx, 1, &pa) != 0) die("ibv_query_port: %s", strerror(errno));
+    if (ibv_query_gid(s.ctx, 1, o_.gid_index, &s.me.gid) != 0) die("ibv_query_gid: %s", strerror(errno));
+    s.me.qpn = s.qp->qp_num;
+    s.me.psn = psn(s.name);
+    s.me.mtu = pa.active_mtu;
+    s.me.lid = pa.lid;
+    s.me.addr = s.addr(0);
+    s.me.rkey = s.mr->rkey;
+    s.s_seen = s.r_seen = 0;
+  }
+  void connect(Side& s) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qp_access_flags = int(cfg_.qp_access);
+    if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      die("%c: INIT: %s", s.name, strerror(errno));
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = mtu_;
+    a.dest_qp_num = s.peer.qpn;
+    a.rq_psn = s.peer.psn;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = cfg_.min_rnr_timer;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = s.peer.gid;
+    a.ah_attr.grh.sgid_index = uint8_t(o_.gid_index);
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.dlid = s.peer.lid;
+    a.ah_attr.port_num = 1;
+    if (ibv_modify_qp(s.qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+      die("%c: RTR: %s", s.name, strerror(errno));
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = cfg_.timeout;
+    a.retry_cnt = cfg_.retry_cnt;
+    a.rnr_retry = cfg_.rnr_retry;
+    a.sq_psn = s.me.psn;
+    a.max_rd_atomic = 4;
+    if (ibv_modify_qp(s.qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                          IBV_QP_MAX_QP_RD_ATOMIC))
+      die("%c: RTS: %s", s.name, strerror(errno));
+  }
+  void close_side(Side& s) {
+    if (s.qp && ibv_destroy_qp(s.qp)) die("%c: ibv_destroy_qp: %s", s.name, strerror(errno));
+    if (s.mr && ibv_dereg_mr(s.mr)) die("%c: ibv_dereg_mr: %s", s.name, strerror(errno));
+    if (s.scq && ibv_destroy_cq(s.scq)) die("%c: ibv_destroy_cq: %s", s.name, strerror(errno));
+    if (s.rcq && ibv_destroy_cq(s.rcq)) die("%c: ibv_destroy_cq: %s", s.name, strerror(errno));
+    if (s.ch && ibv_destroy_comp_channel(s.ch)) die("%c: ibv_destroy_comp_channel: %s", s.name, strerror(errno));
+    if (s.pd && ibv_dealloc_pd(s.pd)) die("%c: ibv_dealloc_pd: %s", s.name, strerror(errno));
+    if (s.ctx && ibv_close_device(s.ctx)) die("%c: ibv_close_device: %s", s.name, strerror(errno));
+    free(s.buf);
+    const char n = s.name;
+    s = Side{};
+    s.name = n;
+  }
+
+  const Options& o_;
+  Channel* chan_;
+  ibv_device** list_;
+  int ndev_;
+  int index_;
+  const char* name_;
+  Config cfg_;
+  ibv_mtu mtu_ = IBV_MTU_1024;
+  Side a_, b_;
+  int syncs_ = 0;
+  uint64_t alias_value_ = 0;
+  std::string alias_name_;
+};
+
+constexpr unsigned SIG = IBV_SEND_SIGNALED;
+
+// ---- the scenarios -----------------------------------------------------------------------------
+// Each one: setup(), then steps on A and B separated by sync(), then teardown(). B's buffer is
+// all 0xcc before the scenario; "mem" lines show what the operations left there.
+
+// SEND 2500 B (FIRST/MIDDLE/LAST at MTU 1024) into a 4096-byte receive, then a zero-length SEND.
+void sc_send(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, 4096)});
+    r.post_recv(b, 102, {b.sge(8192, 64)});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 2500, 1);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, 2500)}, SIG);
+    r.post_send(a, 2, IBV_WR_SEND, {}, SIG);
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 2);
+    r.mem(b, 0, 2500, 1);
+    r.mem(b, 2500, 4096 - 2500);
+    r.mem(b, 8192, 64);
+  });
+  r.teardown();
+}
+
+// SEND_WITH_IMM 100 B and a zero-length one; the immediate arrives in host order via ntohl.
+void sc_send_imm(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, 256)});
+    r.post_recv(b, 102, {b.sge(256, 256)});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 100, 2);
+    r.post_send(a, 1, IBV_WR_SEND_WITH_IMM, {a.sge(0, 100)}, SIG, 0, 0, 0x12345678);
+    r.post_send(a, 2, IBV_WR_SEND_WITH_IMM, {}, SIG, 0, 0, 0xfedcba98);
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 2);
+    r.mem(b, 0, 100, 2);
+    r.mem(b, 100, 412);
+  });
+  r.teardown();
+}
+
+// RDMA_WRITE 3000 B to B+4096 (3 packets), two SGEs gathered; no receive is consumed.
+void sc_write(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.post_recv(b, 101, {b.sge(0, 64)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 3000, 3);
+    r.post_send(a, 1, IBV_WR_RDMA_WRITE, {a.sge(0, 1000), a.sge(1000, 2000)}, SIG, r.b_addr(4096), r.b_rkey());
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_empty(b, true);
+    r.mem(b, 4096 - 16, 16);
+    r.mem(b, 4096, 3000, 3);
+    r.mem(b, 4096 + 3000, 100);
+    r.mem(b, 0, 64);
+  });
+  r.teardown();
+}
+
+// RDMA_WRITE_WITH_IMM 3000 B and a zero-length one: each consumes a receive (byte_len = the
+// length written, not the receive's), nothing is written to the receive buffer.
+void sc_write_imm(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, 64)});
+    r.post_recv(b, 102, {});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 3000, 4);
+    r.post_send(a, 1, IBV_WR_RDMA_WRITE_WITH_IMM, {a.sge(0, 3000)}, SIG, r.b_addr(4096), r.b_rkey(), 0xc0ffee);
+    r.post_send(a, 2, IBV_WR_RDMA_WRITE_WITH_IMM, {}, SIG, r.b_addr(16384), r.b_rkey(), 7);
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 2);
+    r.mem(b, 4096, 3000, 4);
+    r.mem(b, 4096 + 3000, 100);
+    r.mem(b, 0, 64);
+    r.mem(b, 16384, 64);
+  });
+  r.teardown();
+}
+
+// RDMA_READ of 4196 B (5 response packets) into A, scattered over two SGEs.
+void sc_read(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.fill_pattern(b, 8192, 4196, 5); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.post_send(a, 1, IBV_WR_RDMA_READ, {a.sge(0, 96), a.sge(96, 4100)}, SIG, r.b_addr(8192), r.b_rkey());
+    r.expect_wc(a, false, 1);
+    r.mem(a, 0, 4196, 5);
+    r.mem(a, 4196, 100);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_empty(b, true);
+    r.mem(b, 8192, 4196, 5);
+  });
+  r.teardown();
+}
+
+// FETCH_AND_ADD twice on B's u64 (host byte order at both ends).
+void sc_atomic_fa(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.set_u64(b, 64, 0x1000000000000001ull); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.post_send(a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, {a.sge(0, 8)}, SIG, r.b_addr(64), r.b_rkey(), 0, 0x10);
+    r.post_send(a, 2, IBV_WR_ATOMIC_FETCH_AND_ADD, {a.sge(8, 8)}, SIG, r.b_addr(64), r.b_rkey(), 0,
+                0xf000000000000000ull);
+    r.expect_wc(a, false, 2);
+    r.log_u64(a, 0);
+    r.log_u64(a, 8);
+    r.mem(a, 16, 16);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.log_u64(b, 64);
+    r.mem(b, 56, 8);
+    r.mem(b, 72, 8);
+  });
+  r.teardown();
+}
+
+// CMP_AND_SWP: equal -> swapped; different -> unchanged; both return the original.
+void sc_atomic_cs(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.set_u64(b, 128, 0x0123456789abcdefull); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.post_send(a, 1, IBV_WR_ATOMIC_CMP_AND_SWP, {a.sge(0, 8)}, SIG, r.b_addr(128), r.b_rkey(), 0,
+                0x0123456789abcdefull, 0x1111111111111111ull);
+    r.post_send(a, 2, IBV_WR_ATOMIC_CMP_AND_SWP, {a.sge(8, 8)}, SIG, r.b_addr(128), r.b_rkey(), 0,
+                0x0123456789abcdefull, 0x2222222222222222ull);
+    r.expect_wc(a, false, 2);
+    r.log_u64(a, 0);
+    r.log_u64(a, 8);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) { r.log_u64(b, 128); });
+  r.teardown();
+}
+
+// Lengths around the MTU: SEND of exactly one MTU (ONLY), one MTU + 1 (FIRST/LAST), an
+// RDMA_WRITE of 10 MTU + 17, an RDMA_READ of exactly 5 MTU.
+void sc_multi_mtu(Run& r) {
+  r.setup();
+  const uint32_t m = r.mtu_bytes();
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, 2 * m)});
+    r.post_recv(b, 102, {b.sge(2 * m, 2 * m)});
+    r.fill_pattern(b, 32768, 5 * m, 13);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, m, 10);
+    r.fill_pattern(a, m, m + 1, 11);
+    r.fill_pattern(a, 8192, 10 * m + 17, 12);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, m)}, SIG);
+    r.post_send(a, 2, IBV_WR_SEND, {a.sge(m, m + 1)}, SIG);
+    r.post_send(a, 3, IBV_WR_RDMA_WRITE, {a.sge(8192, 10 * m + 17)}, SIG, r.b_addr(8192), r.b_rkey());
+    r.post_send(a, 4, IBV_WR_RDMA_READ, {a.sge(32768, 5 * m)}, SIG, r.b_addr(32768), r.b_rkey());
+    r.expect_wc(a, false, 4);
+    r.mem(a, 32768, 5 * m, 13);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 2);
+    r.mem(b, 0, m, 10);
+    r.mem(b, m, m);
+    r.mem(b, 2 * m, m + 1, 11);
+    r.mem(b, 8192, 10 * m + 17, 12);
+    r.mem(b, 8192 + 10 * m + 17, 64);
+  });
+  r.teardown();
+}
+
+// IBV_SEND_INLINE: a 64-byte SEND and a 32-byte RDMA_WRITE whose source is overwritten right
+// after the post (the data was copied at post time).
+void sc_inline(Run& r) {
+  Config c;
+  c.max_inline = 64;
+  r.setup(c);
+  r.on('B', [&](Side& b) { r.post_recv(b, 101, {b.sge(0, 256)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 64, 20);
+    r.fill_pattern(a, 64, 32, 21);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, 64)}, SIG | IBV_SEND_INLINE);
+    r.post_send(a, 2, IBV_WR_RDMA_WRITE, {a.sge(64, 32)}, SIG | IBV_SEND_INLINE, r.b_addr(1024), r.b_rkey());
+    r.fill(a, 0, 96, 0);
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 0, 64, 20);
+    r.mem(b, 1024, 32, 21);
+    r.mem(b, 1056, 32);
+  });
+  r.teardown();
+}
+
+// Unsignaled WRs: three unsignaled RDMA_WRITEs and a signaled one -> one completion; an
+// unsignaled SEND still consumes (and completes) the receive.
+void sc_unsignaled(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, 256)});
+    r.post_recv(b, 102, {b.sge(256, 256)});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    for (int i = 0; i < 4; ++i) r.fill_pattern(a, 1024 * i, 512, 30 + i);
+    for (int i = 0; i < 3; ++i)
+      r.post_send(a, 10 + i, IBV_WR_RDMA_WRITE, {a.sge(1024 * i, 512)}, 0, r.b_addr(8192 + 1024 * i), r.b_rkey());
+    r.post_send(a, 13, IBV_WR_RDMA_WRITE, {a.sge(3072, 512)}, SIG, r.b_addr(8192 + 3072), r.b_rkey());
+    r.expect_wc(a, false, 1);
+    r.expect_empty(a, false);
+    r.fill_pattern(a, 4096, 100, 34);
+    r.fill_pattern(a, 4096 + 100, 100, 35);
+    r.post_send(a, 14, IBV_WR_SEND, {a.sge(4096, 100)}, 0);
+    r.post_send(a, 15, IBV_WR_SEND, {a.sge(4096 + 100, 100)}, SIG);
+    r.expect_wc(a, false, 1);
+    r.expect_empty(a, false);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 2);
+    for (int i = 0; i < 4; ++i) r.mem(b, 8192 + 1024 * i, 512, 30 + i);
+    r.mem(b, 0, 100, 34);
+    r.mem(b, 256, 100, 35);
+  });
+  r.teardown();
+}
+
+// Solicited events: B's receive CQ armed solicited-only; an unsolicited SEND raises no event,
+// a solicited SEND does, and (re-armed) a solicited RDMA_WRITE_WITH_IMM does; an unsolicited
+// RDMA_WRITE_WITH_IMM after re-arming does not.
+void sc_solicited(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    for (int i = 0; i < 4; ++i) r.post_recv(b, 101 + i, {b.sge(256 * i, 256)});
+    r.arm(b, true);
+  });
+  r.sync();
+  auto a_step = [&](uint64_t id, ibv_wr_opcode op, unsigned flags) {
+    r.on('A', [&](Side& a) {
+      r.fill_pattern(a, 0, 16, 40 + uint32_t(id));
+      if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
+        r.post_send(a, id, op, {a.sge(0, 16)}, flags, r.b_addr(4096 + 64 * id), r.b_rkey(), uint32_t(0x5e000 + id));
+      else
+        r.post_send(a, id, op, {a.sge(0, 16)}, flags);
+      r.expect_wc(a, false, 1);
+    });
+    r.sync();
+  };
+  a_step(1, IBV_WR_SEND, SIG);
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);  // the completion is written (and the event decided) before it is polled
+    r.check_event(b, false);
+  });
+  r.sync();
+  a_step(2, IBV_WR_SEND, SIG | IBV_SEND_SOLICITED);
+  r.on('B', [&](Side& b) {
+    r.check_event(b, true);
+    r.expect_wc(b, true, 1);
+    r.arm(b, true);
+  });
+  r.sync();
+  a_step(3, IBV_WR_RDMA_WRITE_WITH_IMM, SIG);
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.check_event(b, false);
+  });
+  r.sync();
+  a_step(4, IBV_WR_RDMA_WRITE_WITH_IMM, SIG | IBV_SEND_SOLICITED);
+  r.on('B', [&](Side& b) {
+    r.check_event(b, true);
+    r.expect_wc(b, true, 1);
+    r.mem(b, 0, 16, 41);
+    r.mem(b, 256, 16, 42);
+    r.mem(b, 4096 + 64 * 3, 16, 43);
+    r.mem(b, 4096 + 64 * 4, 16, 44);
+  });
+  r.teardown();
+}
+
+// Receiver not ready: rnr_retry 7 (retry forever). A SEND without a posted receive is RNR
+// NAKed and retried until B posts one; then both complete.
+void sc_rnr(Run& r) {
+  Config c;
+  c.rnr_retry = 7;
+  c.min_rnr_timer = 1;  // 0.01 ms
+  r.setup(c);
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 300, 50);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, 300)}, SIG);
+    r.expect_empty(a, false, 200, 100);  // RNR NAKed and retrying
+  });
+  r.sync();
+  r.on('B', [&](Side& b) { r.post_recv(b, 101, {b.sge(0, 4096)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 0, 300, 50);
+  });
+  r.teardown();
+}
+
+// rnr_retry 0: the first RNR NAK ends the SEND with RNR_RETRY_EXC_ERR and A's QP goes to ERR
+// (a SEND posted afterwards is flushed); B's QP is unaffected. One SEND at a time, so what is on
+// the wire does not depend on timing.
+void sc_rnr_exc(Run& r) {
+  Config c;
+  c.rnr_retry = 0;
+  r.setup(c);
+  r.on('A', [&](Side& a) {
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, 64)}, SIG);
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+    r.post_send(a, 2, IBV_WR_SEND, {a.sge(64, 64)}, SIG);
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_empty(b, true);
+    r.qp_state(b);
+  });
+  r.teardown();
+}
+
+// Remote access error: an RDMA_WRITE with a wrong rkey -> NAK remote access error ->
+// REM_ACCESS_ERR; the requester's QP goes to ERR (WRs posted afterwards are flushed, signaled or
+// not); the responder's QP goes to ERR and flushes its posted receive; B's memory is untouched.
+void sc_rem_access(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.post_recv(b, 101, {b.sge(0, 64)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 256, 60);
+    r.post_send(a, 1, IBV_WR_RDMA_WRITE, {a.sge(0, 256)}, SIG, r.b_addr(1024), r.b_rkey() ^ 0x00a5a500u, 0, 0, 0,
+                "rkey=wrong");
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+    r.post_send(a, 2, IBV_WR_RDMA_WRITE, {a.sge(0, 256)}, 0, r.b_addr(2048), r.b_rkey());
+    r.post_send(a, 3, IBV_WR_SEND, {a.sge(0, 32)}, SIG);
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.qp_state(b);
+    r.mem(b, 1024, 256);
+    r.mem(b, 2048, 256);
+    r.mem(b, 0, 64);
+  });
+  r.teardown();
+}
+
+// Remote access error on a READ (beyond the end of B's MR), with WRs queued behind it that
+// cannot start: an RDMA_WRITE with IBV_SEND_FENCE (waits for the READ to complete; unsignaled)
+// and a SEND behind that. The READ fails with REM_ACCESS_ERR, the two behind it are flushed
+// (the unsignaled one too: errors always complete) without reaching the wire.
+void sc_rem_access_read(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.post_recv(b, 101, {b.sge(0, 64)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.post_send(a, 1, IBV_WR_RDMA_READ, {a.sge(0, 256)}, SIG, r.b_addr(kBufSize - 128), r.b_rkey(), 0, 0, 0,
+                "range=beyond-mr");
+    r.post_send(a, 2, IBV_WR_RDMA_WRITE, {a.sge(512, 64)}, IBV_SEND_FENCE, r.b_addr(1024), r.b_rkey());
+    r.post_send(a, 3, IBV_WR_SEND, {a.sge(512, 32)}, SIG);
+    r.expect_wc(a, false, 3);
+    r.qp_state(a);
+    r.mem(a, 0, 256);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.qp_state(b);
+    r.mem(b, 1024, 64);
+  });
+  r.teardown();
+}
+
+// An atomic on an MR registered without REMOTE_ATOMIC: REM_ACCESS_ERR, memory unchanged.
+void sc_rem_access_atomic(Run& r) {
+  Config c;
+  c.mr_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  r.setup(c);
+  r.on('B', [&](Side& b) { r.set_u64(b, 64, 5); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.post_send(a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, {a.sge(0, 8)}, SIG, r.b_addr(64), r.b_rkey(), 0, 1, 0,
+                "mr=no-remote-atomic");
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+    r.mem(a, 0, 8);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.qp_state(b);
+    r.log_u64(b, 64);
+  });
+  r.teardown();
+}
+
+// Flush: receives posted before the QP is moved to ERR complete with WR_FLUSH_ERR in order; so
+// do sends posted on a QP in ERR, and receives posted on a QP in ERR (IBTA 10.8.3 / o10-2.2-1:
+// a WR posted to a QP in the Error state is completed with flush error).
+void sc_flush(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    for (int i = 0; i < 3; ++i) r.post_recv(b, 101 + i, {b.sge(256 * i, 256)});
+    r.modify_state(b, IBV_QPS_ERR);
+    r.expect_wc(b, true, 3);
+    r.qp_state(b);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.modify_state(a, IBV_QPS_ERR);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, 32)}, SIG);
+    r.post_send(a, 2, IBV_WR_RDMA_WRITE, {a.sge(0, 32)}, 0, r.b_addr(0), r.b_rkey());
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 104, {b.sge(1024, 256)});
+    r.expect_wc(b, true, 1);
+    r.mem(b, 0, 1024);
+  });
+  r.teardown();
+}
+
+// A SEND longer than the posted receive: the responder completes the receive with LOC_LEN_ERR
+// (and, armed solicited-only, still gets an event: error completions always notify), the
+// requester gets REM_INV_REQ_ERR (NAK invalid request); both QPs go to ERR.
+void sc_len_err(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, 16)});
+    r.arm(b, true);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 64, 70);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, 64)}, SIG);
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.check_event(b, true);
+    r.expect_wc(b, true, 1);
+    r.qp_state(b);
+  });
+  r.teardown();
+}
+
+// A local protection error: a SEND whose SGE has a wrong lkey completes with LOC_PROT_ERR even
+// though it is unsignaled (errors always complete); A's QP goes to ERR; nothing reaches B.
+void sc_bad_lkey(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.post_recv(b, 101, {b.sge(0, 256)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    ibv_sge g = a.sge(0, 64);
+    g.lkey ^= 0x00a5a500u;
+    r.post_send(a, 1, IBV_WR_SEND, {g}, 0, 0, 0, 0, 0, 0, "lkey=wrong");
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_empty(b, true);
+    r.qp_state(b);
+  });
+  r.teardown();
+}
+
+// A misaligned atomic (remote address not 8-byte aligned): the responder NAKs invalid request
+// (IBTA o9-23 ... C9-28) -> REM_INV_REQ_ERR.
+void sc_atomic_misaligned(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) { r.set_u64(b, 64, 9); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    if (r.post_send(a, 1, IBV_WR_ATOMIC_FETCH_AND_ADD, {a.sge(0, 8)}, SIG, r.b_addr(68), r.b_rkey(), 0, 1, 0,
+                    "raddr=misaligned") == 0)
+      r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) { r.log_u64(b, 64); });
+  r.teardown();
+}
+
+// IBV_SEND_INLINE with exactly cap.max_inline_data bytes (what ibv_create_qp returned for a
+// request of 64): allowed by ibv_post_send(3); one byte more is EINVAL.
+void sc_inline_max(Run& r) {
+  Config c;
+  c.max_inline = 64;
+  r.setup(c);
+  uint64_t cap = 0;
+  r.on('A', [&](Side& a) {
+    cap = a.cap.max_inline_data;
+    r.comment("A cap.max_inline_data=%llu (requested 64)", (unsigned long long)cap);
+  });
+  r.share('A', cap);
+  r.alias_len(cap, "cap");
+  r.on('B', [&](Side& b) { r.post_recv(b, 101, {b.sge(0, 4096)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    const uint32_t n = uint32_t(cap);
+    r.fill_pattern(a, 0, n + 1, 80);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, n + 1)}, SIG | IBV_SEND_INLINE);
+    r.post_send(a, 2, IBV_WR_SEND, {a.sge(0, n)}, SIG | IBV_SEND_INLINE);
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 0, cap, 80);
+    r.mem(b, cap, 48);
+  });
+  r.teardown();
+}
+
+// IBV_SEND_FENCE (ibv_post_send(3); IBTA 10.8.3.3, Fence indicator): a SEND that gathers the
+// very buffer an RDMA_READ before it fills must wait for the READ to complete, so it carries the
+// data read (pattern 90), not what the buffer held before (pattern 91).
+void sc_fence(Run& r) {
+  r.setup();
+  r.on('B', [&](Side& b) {
+    r.fill_pattern(b, 16384, 4096, 90);
+    r.post_recv(b, 101, {b.sge(0, 4096)});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 8192, 4096, 91);
+    r.post_send(a, 1, IBV_WR_RDMA_READ, {a.sge(8192, 4096)}, SIG, r.b_addr(16384), r.b_rkey());
+    r.post_send(a, 2, IBV_WR_SEND, {a.sge(8192, 4096)}, SIG | IBV_SEND_FENCE);
+    r.expect_wc(a, false, 2);
+    r.mem(a, 8192, 4096, 90, 91);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 0, 4096, 90, 91);
+  });
+  r.teardown();
+}
+
+const Scenario kScenarios[] = {
+    {"send", sc_send, "SEND, multi-packet and zero-length"},
+    {"send_imm", sc_send_imm, "SEND_WITH_IMM"},
+    {"write", sc_write, "RDMA_WRITE, gathered"},
+    {"write_imm", sc_write_imm, "RDMA_WRITE_WITH_IMM, and zero-length"},
+    {"read", sc_read, "RDMA_READ, scattered"},
+    {"atomic_fa", sc_atomic_fa, "ATOMIC_FETCH_AND_ADD"},
+    {"atomic_cs", sc_atomic_cs, "ATOMIC_CMP_AND_SWP, equal and different"},
+    {"multi_mtu", sc_multi_mtu, "lengths around the MTU"},
+    {"inline", sc_inline, "IBV_SEND_INLINE"},
+    {"unsignaled", sc_unsignaled, "unsignaled WRs"},
+    {"solicited", sc_solicited, "solicited-only arming and the SE bit"},
+    {"rnr", sc_rnr, "RNR NAK and retry until a receive is posted"},
+    {"rnr_exc", sc_rnr_exc, "rnr_retry 0: RNR_RETRY_EXC_ERR"},
+    {"rem_access", sc_rem_access, "wrong rkey on WRITE: REM_ACCESS_ERR, both QPs to ERR, flush"},
+    {"rem_access_read", sc_rem_access_read, "READ beyond the MR: REM_ACCESS_ERR; fenced WRs behind it flushed"},
+    {"rem_access_atomic", sc_rem_access_atomic, "atomic without REMOTE_ATOMIC: REM_ACCESS_ERR"},
+    {"flush", sc_flush, "WR_FLUSH_ERR for WRs in and posted to a QP in ERR"},
+    {"len_err", sc_len_err, "SEND longer than the receive: LOC_LEN_ERR / REM_INV_REQ_ERR"},
+    {"bad_lkey", sc_bad_lkey, "wrong lkey: LOC_PROT_ERR even unsignaled"},
+    {"atomic_misaligned", sc_atomic_misaligned, "misaligned atomic: REM_INV_REQ_ERR"},
+    {"inline_max", sc_inline_max, "inline of exactly max_inline_data"},
+    {"fence", sc_fence, "IBV_SEND_FENCE: a SEND waits for the READ before it"},
+};
+
+[[noreturn]] void usage(int rc) {
+  fprintf(rc ? stderr : stdout,
+          "usage: diff_scenario [--local | --server PORT | --client HOST:PORT] [--scenario LIST|all]\n"
+          "                     [--dev NAME] [--dev-b NAME] [--gid-index N] [--wait-ms MS] [--list]\n"
+          "  --local             both sides in this process (default): A on the first device, B on the\n"
+          "                      second (the first again if there is only one)\n"
+          "  --server PORT       side B, waiting for a --client on TCP PORT\n"
+          "  --client HOST:PORT  side A\n"
+          "  --scenario LIST     comma-separated scenario names, or all (default)\n"
+          "  --dev NAME          device of side A (or of this process's side); --dev-b: B's in --local\n"
+          "  --gid-index N       source GID index (default 1: the IPv4-mapped RoCEv2 GID)\n"
+          "  --wait-ms MS        bound on waiting for an expected completion or event (default 3000)\n"
+          "  --list              print the scenarios\n");
+  exit(rc);
+}
+
+}  // namespace
+
+// A scenario that has not finished after this long is stuck in a verbs call (or waiting for a
+// peer that died): say which, and exit, instead of hanging until an outer timeout.
+static constexpr unsigned kWatchdogSeconds = 90;
+static const char* g_running = "setup";
+static void on_alarm(int) {
+  char b[160];
+  const int n = snprintf(b, sizeof b, "\ndiff_scenario: watchdog: scenario %s still running after %u s\n", g_running,
+                         kWatchdogSeconds);
+  if (n > 0) (void)!write(2, b, size_t(n));
+  _exit(3);
+}
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGALRM, on_alarm);
+  Options o;
+  std::string list = "all";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) usage(2);
+      return argv[++i];
+    };
+    if (a == "--local") o.mode = Options::Local;
+    else if (a == "--server") o.mode = Options::Server, o.port = atoi(val().c_str());
+    else if (a == "--client") o.mode = Options::Client, o.hostport = val();
+    else if (a == "--scenario") list = val();
+    else if (a == "--dev") o.dev_a = val();
+    else if (a == "--dev-b") o.dev_b = val();
+    else if (a == "--gid-index") o.gid_index = atoi(val().c_str());
+    else if (a == "--wait-ms") o.wait_s = atoi(val().c_str()) / 1000.0;
+    else if (a == "--list") {
+      for (const auto& s : kScenarios) printf("%-18s %s\n", s.name, s.what);
+      return 0;
+    } else if (a == "-h" || a == "--help") usage(0);
+    else usage(2);
+  }
+  std::vector<int> chosen;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t c = list.find(',', pos);
+    const std::string n = list.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+    pos = c == std::string::npos ? list.size() + 1 : c + 1;
+    if (n.empty()) continue;
+    bool found = false;
+    for (int k = 0; k < int(sizeof kScenarios / sizeof kScenarios[0]); ++k)
+      if (n == "all" || n == kScenarios[k].name) chosen.push_back(k), found = true;
+    if (!found) die("unknown scenario '%s' (--list shows them)", n.c_str());
+  }
+
+  Channel chan;
+  Channel* chp = nullptr;
+  if (o.mode == Options::Server) {
+    chan.serve(o.port);
+    chp = &chan;
+  } else if (o.mode == Options::Client) {
+    chan.connect_to(o.hostport, 30);
+    chp = &chan;
+  }
+  std::string names;
+  for (int k : chosen) names += std::string(names.empty() ? "" : ",") + kScenarios[k].name;
+  if (chp) chp->meet("HELLO diff_scenario 1 " + names);
+
+  int ndev = 0;
+  ibv_device** devs = ibv_get_device_list(&ndev);
+  if (!devs || ndev <= 0) die("no RDMA devices");
+  printf("# diff_scenario mode=%s scenarios=%s\n",
+         o.mode == Options::Local ? "local" : o.mode == Options::Server ? "server" : "client", names.c_str());
+  for (int k : chosen) {
+    g_running = kScenarios[k].name;
+    alarm(kWatchdogSeconds);
+    Run r(o, chp, devs, ndev, k, kScenarios[k].name);
+    kScenarios[k].fn(r);
+  }
+  alarm(0);
+  if (chp) chp->meet("BYE");
+  ibv_free_device_list(devs);
+  printf("# diff_scenario done\n");
+  return 0;
+}
