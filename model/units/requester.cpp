@@ -265,6 +265,18 @@ void Requester::tx(QpContext& qp) {
     }
     const bool is_read = m.w.op == hw::WqeOpcode::RdmaRead;
     const bool atomic = is_atomic(m.w.op);
+    if ((m.w.flags & hw::kCtrlFence) && qp.tx_pkt == 0 && !m.sent) {
+      // IBV_SEND_FENCE (ibv_post_send(3); IBTA 10.8.3.3): this WR starts only once every earlier
+      // READ/atomic has its response, so it sees (and sends) what they brought back.
+      bool behind = false;
+      for (size_t i = 0; i < qp.tx_msg && !behind; ++i)
+        behind = needs_response(qp.inflight[i]) && !qp.inflight[i].responded;
+      if (behind) {
+        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, "WQE %u waits: fenced behind an outstanding READ/atomic",
+                     m.w.index);
+        break;  // resumes when a response arrives
+      }
+    }
     if (is_read || atomic) {
       // ibv_modify_qp(3) max_rd_atomic: READs/atomics outstanding at the responder at once.
       uint32_t outstanding = 0;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Data-path rules: ibv_post_send(3) (IBV_SEND_INLINE up to max_inline_data, unsignaled WRs,
-// SGE lists up to max_send_sge), IBTA vol.1 9.4.4 (READ responses over several PSNs) and
+// SGE lists up to max_send_sge, IBV_SEND_FENCE), IBTA vol.1 9.4.4 (READ responses over several PSNs) and
 // 9.7.5.1.1 (a duplicate request is acknowledged again, never delivered twice).
 #include "conformance.h"
 
@@ -83,6 +83,28 @@ TEST_F(DataPathRules, ReadResponseSpansManyPsns) {
   ibv_qp_init_attr qi{};
   ASSERT_EQ(ibv_query_qp(a_.qp, &q, IBV_QP_SQ_PSN, &qi), 0);
   EXPECT_EQ(q.sq_psn, (a_.sq_psn + 8) & 0xffffff) << "the READ should occupy 8 PSNs";
+}
+
+// ibv_post_send(3) IBV_SEND_FENCE; IBTA 10.8.3.3: a fenced WR starts only after every earlier
+// READ/atomic on the send queue has completed, so a fenced SEND of a buffer a READ just filled
+// carries the data read, not what the buffer held before.
+TEST_F(DataPathRules, FencedSendCarriesTheDataOfTheReadBeforeIt) {
+  ASSERT_NO_FATAL_FAILURE(Build());
+  const uint32_t len = 4096;
+  e2e::fill_pattern(b_.buf + 16384, len, 90);  // what the READ brings
+  e2e::fill_pattern(a_.buf, len, 91);          // what the buffer holds before
+  ASSERT_EQ(PostRecv(b_, 40, {b_.sge(0, len)}), 0);
+  ASSERT_EQ(PostSend(a_, 41, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(16384), b_.mr->rkey), 0);
+  ASSERT_EQ(PostSend(a_, 42, IBV_WR_SEND, {a_.sge(0, len)}, IBV_SEND_SIGNALED | IBV_SEND_FENCE), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  EXPECT_TRUE(e2e::wc_is(wc, WcExpect{40, IBV_WC_RECV, b_.qp->qp_num, len}));
+  const auto want = e2e::make_pattern(len, 90);
+  EXPECT_TRUE(e2e::same_bytes(b_.buf, want.data(), len)) << "the fenced SEND went out before the READ completed";
+  std::vector<ibv_wc> w;
+  ASSERT_TRUE(PollCq(a_.scq, 2, w));
+  EXPECT_EQ(w[0].wr_id, 41u);
+  EXPECT_EQ(w[1].wr_id, 42u);
 }
 
 // 9.7.5.1.1: the ACK of a SEND is lost; the requester resends after its ACK timeout; the

@@ -33,7 +33,9 @@ TEST_F(RnrAndRetry, SendWithoutReceiveSucceedsOnceReceivePosted) {
   ASSERT_TRUE(PollOne(b_.rcq, wc));
   EXPECT_TRUE(e2e::wc_is(wc, WcExpect{2, IBV_WC_RECV, b_.qp->qp_num, 300}));
   EXPECT_TRUE(e2e::same_bytes(b_.buf, a_.buf, 300));
-  if (e2e::sim_present()) EXPECT_GE(e2e::sim_counter(Dev(b_), "rnr_naks"), 1u);
+  if (e2e::sim_present()) {
+    EXPECT_GE(e2e::sim_counter(Dev(b_), "rnr_naks"), 1u);
+  }
 }
 
 // ibv_modify_qp(3): rnr_retry 0 -> no retry; the WR fails with IBV_WC_RNR_RETRY_EXC_ERR.
@@ -56,7 +58,9 @@ TEST_F(RnrAndRetry, RnrRetryCountIsHonoured) {
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_EQ(wc.status, IBV_WC_RNR_RETRY_EXC_ERR);
-  if (e2e::sim_present()) EXPECT_EQ(e2e::sim_counter(Dev(b_), "rnr_naks") - before, 3u);
+  if (e2e::sim_present()) {
+    EXPECT_EQ(e2e::sim_counter(Dev(b_), "rnr_naks") - before, 3u);
+  }
 }
 
 // rnr_retry 7 = retry forever: a receive posted long after still completes the SEND.
