@@ -632,9 +632,9 @@ void printHeader(const Options& o, const Context& ctx, bool sim, const std::stri
                 "(below 1: hcasim-verbs faster)\n",
                 gloo.c_str());
     if (sim && o.mode == PollMode::Event)
-      std::printf("# note: Gloo's async mode waits outside verbs calls (poll(2), condition variables), so on the\n"
-                  "#       simulator its progress comes from the idle advancer (HCASIM_IDLE_US, --idle-us): slow in\n"
-                  "#       wall time, not in simulated time. --mode busy is much faster to run.\n");
+      std::printf("# note: Gloo's async mode waits outside verbs calls (poll(2), condition variables): on the\n"
+                  "#       simulator time then moves while its software runs only after a quiet period, so its\n"
+                  "#       simulated times are optimistic for small sizes (docs/verbs.md).\n");
   }
   std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s", "size(B)", "count", "type", "redop",
               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p90(us)", "p99(us)", "max(us)", "check");
