@@ -37,6 +37,8 @@
  */
 #include <infiniband/verbs.h>
 
+#include "../e2e/wc_names.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -125,19 +127,7 @@ const char* status_name(ibv_wc_status s) {
   }
 }
 
-const char* wc_opcode_name(int op) {
-  switch (op) {
-    case IBV_WC_SEND: return "SEND";
-    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-    case IBV_WC_RDMA_READ: return "RDMA_READ";
-    case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-    case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-    case IBV_WC_BIND_MW: return "BIND_MW";
-    case IBV_WC_RECV: return "RECV";
-    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-    default: return "OPCODE?";
-  }
-}
+using e2e::wc_opcode_name;
 
 const char* wr_opcode_name(ibv_wr_opcode op) {
   switch (op) {

@@ -20,6 +20,8 @@
 
 #include <infiniband/verbs.h>
 
+#include "wc_names.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -103,20 +105,6 @@ inline uint64_t sim_counter(const char* dev, const char* name) {
     return 0;
   }
   return v;
-}
-
-inline const char* wc_opcode_name(int op) {
-  switch (op) {
-    case IBV_WC_SEND: return "SEND";
-    case IBV_WC_RDMA_WRITE: return "RDMA_WRITE";
-    case IBV_WC_RDMA_READ: return "RDMA_READ";
-    case IBV_WC_COMP_SWAP: return "COMP_SWAP";
-    case IBV_WC_FETCH_ADD: return "FETCH_ADD";
-    case IBV_WC_BIND_MW: return "BIND_MW";
-    case IBV_WC_RECV: return "RECV";
-    case IBV_WC_RECV_RDMA_WITH_IMM: return "RECV_RDMA_WITH_IMM";
-    default: return "?";
-  }
 }
 
 /** Printable work completion, for failure messages. */
