@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "gloo_quiesce.h"
 #include <gloo/allreduce_ring.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/common/error.h>
@@ -209,36 +210,8 @@ struct RankResult {
   std::string error;
 };
 
-// Gloo's ibverbs Buffer destructor insists that every send has completed ("Destructing buffer
-// expecting completions", an EnforceNotMet thrown from a destructor: std::terminate), but its
-// algorithms do not wait for their last sends (AllreduceRing's notification to the left
-// neighbour, BarrierAllToAll's notifications). A send on every pair, waited for, flushes them:
-// a QP's sends complete in order, and Gloo handles a pair's completions in CQ order (the device
-// loop thread, or in sync mode the waiting thread polling that pair), so when our send's
-// completion is seen the earlier ones have been handled. Run before destroying an algorithm.
-class Quiesce {
- public:
-  explicit Quiesce(const std::shared_ptr<gloo::Context>& ctx) : ctx_(ctx), in_(size_t(ctx->size)) {
-    const int slot = ctx->nextSlot();
-    for (int i = 0; i < ctx->size; ++i) {
-      if (i == ctx->rank) continue;
-      auto& pair = ctx->getPair(i);
-      sends_.push_back(pair->createSendBuffer(slot, &out_, sizeof out_));
-      recvs_.push_back(pair->createRecvBuffer(slot, &in_[size_t(i)], sizeof out_));
-    }
-  }
-  void run() {
-    for (auto& b : sends_) b->send();
-    for (auto& b : sends_) b->waitSend();
-    for (auto& b : recvs_) b->waitRecv();
-  }
-
- private:
-  std::shared_ptr<gloo::Context> ctx_;
-  int out_ = 0;
-  std::vector<int> in_;
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_, recvs_;
-};
+// Flushes an algorithm's last sends before it is destroyed (Gloo 0.5.0; see gloo_quiesce.h).
+using Quiesce = hcasim::gloo_compat::Quiesce;
 
 // Everything Gloo of one rank. On an exception it is deliberately leaked: Gloo's destructors
 // throw (std::terminate) when a send is still pending, which would hide the first error.

@@ -42,6 +42,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/ibverbs/device.h>
+#include "gloo_quiesce.h"
 #endif
 
 using namespace hcasim::verbs;
@@ -332,32 +333,8 @@ class GlooStore : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-// Gloo's ibverbs Buffer destructor requires every send of the buffer to have completed (else an
-// EnforceNotMet thrown from a destructor: std::terminate), but AllreduceRing never waits for its
-// last notification send. One send per pair, waited for, flushes them: a QP's sends complete in
-// order and Gloo handles a pair's completions in CQ order. Run before destroying an algorithm.
-class GlooQuiesce {
- public:
-  explicit GlooQuiesce(const std::shared_ptr<gloo::Context>& ctx) : in_(size_t(ctx->size)) {
-    const int slot = ctx->nextSlot();
-    for (int i = 0; i < ctx->size; ++i) {
-      if (i == ctx->rank) continue;
-      auto& pair = ctx->getPair(i);
-      sends_.push_back(pair->createSendBuffer(slot, &out_, sizeof out_));
-      recvs_.push_back(pair->createRecvBuffer(slot, &in_[size_t(i)], sizeof out_));
-    }
-  }
-  void run() {
-    for (auto& b : sends_) b->send();
-    for (auto& b : sends_) b->waitSend();
-    for (auto& b : recvs_) b->waitRecv();
-  }
-
- private:
-  int out_ = 0;
-  std::vector<int> in_;
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends_, recvs_;
-};
+// Flushes an algorithm's last sends before it is destroyed (Gloo 0.5.0; see gloo_quiesce.h).
+using GlooQuiesce = hcasim::gloo_compat::Quiesce;
 
 // One rank's Gloo: device, context (full mesh) and the flush helper. On an exception it is
 // leaked on purpose (Gloo's destructors may terminate the process mid-operation).
