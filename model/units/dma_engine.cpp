@@ -48,6 +48,15 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
     uint64_t n = contig < len - done ? contig : len - done;
     if (mem_) {
       if (!mem_->read(hva, out + done, n)) return false;
+    } else if (n == 8 && (uintptr_t(hva) & 7) == 0) {
+      // A doorbell record (or another word software updates with a release store): read it
+      // as one acquire load, like the device's single PCIe read of it, so what software wrote
+      // before it (the WQEs it announces) is seen too.
+      const uint64_t v = __atomic_load_n(reinterpret_cast<const uint64_t*>(hva), __ATOMIC_ACQUIRE);
+      std::memcpy(out + done, &v, 8);
+    } else if (n == 4 && (uintptr_t(hva) & 3) == 0) {
+      const uint32_t v = __atomic_load_n(reinterpret_cast<const uint32_t*>(hva), __ATOMIC_ACQUIRE);
+      std::memcpy(out + done, &v, 4);
     } else {
       std::memcpy(out + done, hva, n);
     }
