@@ -417,7 +417,10 @@ int cmd_run(int argc, char** argv) {
     if (!mkdtemp(tmpl)) return fail("cannot make a directory for the fabric socket: %s", std::strerror(errno));
     tmpdir = tmpl;
     fo.socket = tmpdir + "/fabric.sock";
-    const uint32_t hosts = std::max<uint32_t>(so.hosts, uint32_t(cmds.size()));
+    // One host per command; a single --fabric command (a launcher whose children join) gets
+    // room for 8 unless --hosts says otherwise.
+    const uint32_t hosts = so.hosts ? std::max<uint32_t>(so.hosts, uint32_t(cmds.size()))
+                                    : cmds.size() > 1 ? uint32_t(cmds.size()) : 8u;
     device = start_device(fo, hosts, false, "");
     if (device < 0) {
       rmdir(tmpdir.c_str());
