@@ -18,7 +18,6 @@
 #include <signal.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -234,17 +233,6 @@ void inject_library(bool preload) {
   }
 }
 
-int connect_fabric(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) return -1;
-  std::strcpy(a.sun_path, path.c_str());
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
-  if (fd >= 0) close(fd);
-  return -1;
-}
-
 /**
  * @brief Start hcasim-device on @p f.socket for @p hosts hosts; returns its pid once it
  * listens, or -1 (the device's own error is on stderr). @p detach: a daemon in its own
@@ -297,7 +285,7 @@ pid_t start_device(const FabricOptions& f, uint32_t hosts, bool detach, const st
 
 /** @brief Ask the device at @p path to stop (it writes its outputs first). */
 bool stop_device(const std::string& path) {
-  const int fd = connect_fabric(path);
+  const int fd = hcasim::fabric::connect_socket(path);
   if (fd < 0) return false;
   hcasim::fabric::StatusReply r{};
   hcasim::fabric::MsgHeader h{};
@@ -544,7 +532,7 @@ int cmd_fabric(int argc, char** argv) {
     fo.socket = env && *env ? env : hcasim::fabric::default_socket_path();
   }
   if (what == "status") {
-    const int fd = connect_fabric(fo.socket);
+    const int fd = hcasim::fabric::connect_socket(fo.socket);
     if (fd < 0) {
       std::printf("no fabric running at %s\n", fo.socket.c_str());
       return 1;
@@ -570,7 +558,7 @@ int cmd_fabric(int argc, char** argv) {
   }
   if (what != "start") return fail("fabric: unknown subcommand '%s' (start, stop, status)", what.c_str());
   if (so.step) return fail("fabric start: step mode works in the in-process world only");
-  const int probe = connect_fabric(fo.socket);
+  const int probe = hcasim::fabric::connect_socket(fo.socket);
   if (probe >= 0) {
     close(probe);
     return fail("a fabric is already running at %s (hcasim fabric stop first)", fo.socket.c_str());

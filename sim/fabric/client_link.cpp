@@ -5,7 +5,6 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,25 +19,6 @@
 
 namespace hcasim::fabric {
 namespace {
-
-int connect_to(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  std::strcpy(a.sun_path, path.c_str());
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    const int e = errno;
-    ::close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
-}
 
 class RemoteLink;
 
@@ -159,7 +139,7 @@ bool FabricClient::join() {
     }
     want = int(v);
   }
-  life_fd_ = connect_to(path_);
+  life_fd_ = connect_socket(path_);
   if (life_fd_ < 0) {
     std::fprintf(stderr,
                  "hcasim: cannot reach the fabric at HCASIM_FABRIC=%s: %s (start one with `hcasim fabric start`)\n",
@@ -216,7 +196,7 @@ int FabricClient::conn() {
     return -1;
   }
   if (tc.fd >= 0 && tc.pid == pid_) return tc.fd;
-  const int fd = connect_to(path_);
+  const int fd = connect_socket(path_);
   AttachMsg m{host_, token_};
   StatusReply r{EIO};
   MsgHeader h{};

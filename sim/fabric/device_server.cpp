@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -94,7 +93,7 @@ struct DeviceServer::Slot {
 
 DeviceServer::DeviceServer(sim::World& world, const DeviceOptions& opt)
     : world_(world), opt_(opt), buf_(kMaxMessage),
-      next_token_(mono_ns() * 0x9e3779b97f4a7c15ull ^ uint64_t(getpid())) {
+      next_token_(sim::Engine::mono_ns() * 0x9e3779b97f4a7c15ull ^ uint64_t(getpid())) {
   for (size_t i = 0; i < world_.size(); ++i) {
     slots_.push_back(std::make_unique<Slot>());
     world_.hca(i).set_host_memory(&slots_.back()->mem);
@@ -113,12 +112,6 @@ DeviceServer::~DeviceServer() {
     ::close(listen_fd_);
     ::unlink(opt_.socket.c_str());
   }
-}
-
-uint64_t DeviceServer::mono_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
 }
 
 bool DeviceServer::listen(std::string& err) {
@@ -169,7 +162,7 @@ void DeviceServer::accept_conn() {
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
   auto c = std::make_unique<Conn>();
   c->fd = fd;
-  c->last_msg_ns = mono_ns();
+  c->last_msg_ns = sim::Engine::mono_ns();
   conns_.push_back(std::move(c));
 }
 
@@ -282,7 +275,7 @@ bool DeviceServer::drain(Conn& c) {
       for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
       return false;
     }
-    c.last_msg_ns = mono_ns();
+    c.last_msg_ns = sim::Engine::mono_ns();
     if (!handle(c, h, buf_.data(), fds, nfds)) return false;
   }
 }
@@ -447,13 +440,13 @@ void DeviceServer::reply_wait(Conn& c, bool progress) {
   for (uint32_t i = 0; i < opt_.hcas_per_host; ++i)
     r.irqs[i] = slots_[size_t(c.host) * opt_.hcas_per_host + i]->irqs;
   c.waiting = false;
-  c.last_msg_ns = mono_ns();  // it is about to act on what it sees: let it, before time moves on
+  c.last_msg_ns = sim::Engine::mono_ns();  // it is about to act on what it sees: let it, before time moves on
   send_msg(c.fd, MsgType::Wait, &r, sizeof r);
 }
 
 int64_t DeviceServer::progress() {
   auto& e = sim::Engine::instance();
-  const uint64_t now = mono_ns();
+  const uint64_t now = sim::Engine::mono_ns();
   const uint64_t quiet = uint64_t(opt_.quiet_us) * 1000;
   bool any_wait = false;
   uint64_t oldest = now, busy_until = 0;
@@ -477,7 +470,7 @@ int64_t DeviceServer::progress() {
     }
     uint64_t pace = 0;
     e.run_until_visible(&pace);
-    const uint64_t t = e.now_ps(), wall = mono_ns();
+    const uint64_t t = e.now_ps(), wall = sim::Engine::mono_ns();
     for (auto& c : conns_) {
       if (!c->waiting) continue;
       if (hosts_[size_t(c->host)]->visible != c->wait_visible || wall - c->wait_since_ns >= kWaitWallBudgetNs)

@@ -70,7 +70,6 @@ class DeviceServer {
   int64_t progress();
   void reply_wait(Conn& c, bool progress);
   std::string status_text();
-  static uint64_t mono_ns();
 
   sim::World& world_;
   DeviceOptions opt_;

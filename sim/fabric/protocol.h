@@ -203,5 +203,7 @@ inline ssize_t recv_msg(int fd, MsgHeader& h, void* buf, size_t cap, int flags =
 
 /** @brief Default socket path of the long-running fabric for this user. */
 std::string default_socket_path();
+/** @brief Connect to the fabric socket at @p path (close-on-exec); -1 with errno on failure. */
+int connect_socket(const std::string& path);
 
 }  // namespace hcasim::fabric

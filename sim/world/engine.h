@@ -68,11 +68,12 @@ class Engine {
   void stop_idle_advancer();
 
   uint64_t steps() const { return steps_; }
+  /** @brief Monotonic wall clock in ns (quiet periods, pacing). */
+  static uint64_t mono_ns();
 
  private:
   Engine();
   ~Engine();
-  static uint64_t mono_ns();
   bool step();
   void ensure_started();
 
