@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <hcasim/hca_hw.h>
+#include <hcasim/trace_event.h>
 
 namespace hcasim::drv {
 
@@ -43,10 +44,12 @@ class HcaLink {
 
   /** @brief Driver-side trace (post_send, poll_cq): true if tracing is on. */
   virtual bool trace_on() const = 0;
-  /** @brief What a driver trace line is about. */
-  enum class TraceWhat { Post, Interrupt };
-  virtual void trace(uint32_t qpn, bool has_wr, uint64_t wr_id, const char* text,
-                     TraceWhat what = TraceWhat::Post) = 0;
+  /**
+   * @brief Record a driver trace line (a post, an interrupt): its facts as @p f, @p text their
+   * rendering for people. Call only when trace_on().
+   */
+  virtual void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id,
+                     const trace::TraceFields& f, const char* text) = 0;
 };
 
 /** @brief Where device links come from: the simulator registers an enumerator at load time. */

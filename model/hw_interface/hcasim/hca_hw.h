@@ -406,7 +406,7 @@ struct HcaCaps {
   uint8_t port_mac[6];
   uint8_t active_mtu_log;
   uint8_t rsvd;
-  uint32_t port_ipv4;   ///< network byte order
+  uint32_t port_ipv4;   ///< host order (192.0.2.1 is 0xc0000201)
   uint32_t link_gbps;
   uint32_t atomic_cap;  ///< 0 none, 1 atomic within this HCA (values of enum ibv_atomic_cap)
 };
@@ -425,6 +425,219 @@ struct CmdMailbox {
   uint8_t in[256];
   uint8_t out[256];
 };
+
+// ---------------------------------------------------------------- accessors
+// Both sides encode *and* decode through these (as mlx5dv.h's mlx5dv_set_*_seg and
+// mlx5dv_get_cqe_* do for mlx5): no code outside this header shifts, masks or byte-swaps a
+// contract field. The WQE/CQE/EQE structures are device memory; their byte order is handled here.
+
+// Send WQE: sizes.
+/** @brief WQEBBs a send WQE of @p ds 16-byte segments occupies. */
+constexpr uint32_t wqe_bbs_for_segments(uint32_t ds) {
+  return (ds * kSegmentSize + kWqeBasicBlock - 1) / kWqeBasicBlock;
+}
+/** @brief 16-byte segments an inline-data segment of @p len bytes occupies (4-byte header). */
+constexpr uint32_t inline_segments(uint32_t len) { return (4 + len + kSegmentSize - 1) / kSegmentSize; }
+/** @brief Byte address of segment @p seg inside a WQE starting at @p wqe. */
+inline uint8_t* wqe_segment(uint8_t* wqe, uint32_t seg) { return wqe + seg * kSegmentSize; }
+inline const uint8_t* wqe_segment(const uint8_t* wqe, uint32_t seg) { return wqe + seg * kSegmentSize; }
+
+// Send WQE: control segment.
+/** @brief Fill a control segment (all fields; @p imm in network byte order, as on the wire). */
+inline void set_ctrl_seg(CtrlSeg& c, uint16_t wqe_index, WqeOpcode op, uint32_t qpn, uint32_t ds,
+                         uint8_t flags, uint32_t imm) {
+  c = CtrlSeg{};
+  c.opmod_idx_opcode = to_be32(ctrl_opmod_idx_opcode(wqe_index, op));
+  c.qpn_ds = to_be32(ctrl_qpn_ds(qpn, ds));
+  c.fm_ce_se = flags;
+  c.imm = imm;
+}
+inline WqeOpcode ctrl_opcode(const CtrlSeg& c) { return WqeOpcode(from_be32(c.opmod_idx_opcode) & 0xff); }
+inline uint16_t ctrl_wqe_index(const CtrlSeg& c) { return uint16_t(from_be32(c.opmod_idx_opcode) >> 8); }
+inline uint32_t ctrl_qpn(const CtrlSeg& c) { return from_be32(c.qpn_ds) >> 8; }
+/** @brief WQE size in 16-byte segments, control segment included. */
+inline uint32_t ctrl_ds(const CtrlSeg& c) { return from_be32(c.qpn_ds) & 0x3f; }
+inline uint8_t ctrl_flags(const CtrlSeg& c) { return c.fm_ce_se; }
+inline uint32_t ctrl_imm(const CtrlSeg& c) { return c.imm; }
+
+// Send WQE: remote address, atomic and data segments.
+inline void set_raddr_seg(RaddrSeg& r, uint64_t raddr, uint32_t rkey) {
+  r = RaddrSeg{to_be64(raddr), to_be32(rkey), 0};
+}
+inline uint64_t raddr_seg_addr(const RaddrSeg& r) { return from_be64(r.raddr); }
+inline uint32_t raddr_seg_rkey(const RaddrSeg& r) { return from_be32(r.rkey); }
+inline void set_atomic_seg(AtomicSeg& a, uint64_t swap_add, uint64_t compare) {
+  a = AtomicSeg{to_be64(swap_add), to_be64(compare)};
+}
+inline uint64_t atomic_seg_swap_add(const AtomicSeg& a) { return from_be64(a.swap_add); }
+inline uint64_t atomic_seg_compare(const AtomicSeg& a) { return from_be64(a.compare); }
+inline void set_data_seg(DataSeg& d, uint64_t addr, uint32_t length, uint32_t lkey) {
+  d = DataSeg{to_be32(length), to_be32(lkey), to_be64(addr)};
+}
+inline uint64_t data_seg_addr(const DataSeg& d) { return from_be64(d.addr); }
+inline uint32_t data_seg_length(const DataSeg& d) { return from_be32(d.byte_count); }
+inline uint32_t data_seg_lkey(const DataSeg& d) { return from_be32(d.lkey); }
+
+// Send WQE: inline data (a 4-byte header with kInlineFlag, then the bytes).
+inline void set_inline_seg(InlineSeg& s, uint32_t len) { s.byte_count = to_be32(len | kInlineFlag); }
+/** @brief Whether the segment at @p seg (its first 4 bytes) is an inline header, not a DataSeg. */
+inline bool seg_is_inline(const uint8_t* seg) {
+  uint32_t w;
+  std::memcpy(&w, seg, 4);
+  return (from_be32(w) & kInlineFlag) != 0;
+}
+inline uint32_t inline_seg_length(const InlineSeg& s) { return from_be32(s.byte_count) & ~kInlineFlag; }
+
+// Receive WQE: an array of DataSegs, ended early by one whose lkey is kInvalidLkey.
+/** @brief Mark the end of a receive WQE's scatter list. */
+inline void set_recv_terminator(DataSeg& d) { d = DataSeg{0, to_be32(kInvalidLkey), 0}; }
+inline bool data_seg_is_terminator(const DataSeg& d) { return data_seg_lkey(d) == kInvalidLkey; }
+
+// CQE.
+/** @brief The last byte of a CQE: opcode and owner bit. */
+constexpr uint8_t cqe_op_own(CqeOpcode op, uint8_t owner) { return uint8_t(uint8_t(op) << 4) | (owner & 1); }
+/** @brief What software writes into every CQE before handing the ring over (hardware owns it). */
+constexpr uint8_t cqe_initial_op_own() { return cqe_op_own(CqeOpcode::Invalid, 1); }
+constexpr CqeOpcode cqe_opcode(uint8_t op_own) { return CqeOpcode(op_own >> 4); }
+constexpr uint8_t cqe_owner(uint8_t op_own) { return op_own & 1; }
+/**
+ * @brief Whether CQE number @p ci of a ring of 2^log_size, whose last byte is @p op_own, has been
+ * written by hardware in the current pass (software may read it).
+ */
+constexpr bool cqe_ready(uint8_t op_own, uint32_t ci, uint32_t log_size) {
+  return cqe_opcode(op_own) != CqeOpcode::Invalid && cqe_owner(op_own) == cqe_owner_for(ci, log_size);
+}
+/** @brief Values of a CQE, host order (what hardware writes and software reads). */
+struct CqeFields {
+  CqeOpcode opcode = CqeOpcode::Req;
+  uint64_t timestamp_ns = 0;
+  uint32_t byte_cnt = 0;
+  uint32_t imm = 0;  ///< network byte order, as on the wire
+  uint32_t qpn = 0;
+  uint32_t src_qp = 0;
+  uint16_t wqe_counter = 0;
+  CqeSyndrome syndrome = CqeSyndrome::Ok;
+  uint8_t vendor_syndrome = 0;
+  uint8_t flags = 0;  ///< CqeFlags
+  WqeOpcode req_opcode = WqeOpcode::Nop;
+};
+/** @brief Encode @p f with owner bit @p owner (op_own last: write the CQE, then its last byte). */
+inline void set_cqe(Cqe& c, const CqeFields& f, uint8_t owner) {
+  c = Cqe{};
+  c.timestamp = to_be64(f.timestamp_ns);
+  c.byte_cnt = to_be32(f.byte_cnt);
+  c.imm = f.imm;
+  c.qpn = to_be32(f.qpn & kQpnMask);
+  c.src_qp = to_be32(f.src_qp);
+  c.wqe_counter = to_be16(f.wqe_counter);
+  c.syndrome = uint8_t(f.syndrome);
+  c.vendor_syndrome = f.vendor_syndrome;
+  c.flags = f.flags;
+  c.req_opcode = uint8_t(f.req_opcode);
+  c.op_own = cqe_op_own(f.opcode, owner);
+}
+/** @brief Decode every field of @p c but the owner bit. */
+inline CqeFields get_cqe(const Cqe& c) {
+  CqeFields f;
+  f.opcode = cqe_opcode(c.op_own);
+  f.timestamp_ns = from_be64(c.timestamp);
+  f.byte_cnt = from_be32(c.byte_cnt);
+  f.imm = c.imm;
+  f.qpn = from_be32(c.qpn) & kQpnMask;
+  f.src_qp = from_be32(c.src_qp);
+  f.wqe_counter = from_be16(c.wqe_counter);
+  f.syndrome = CqeSyndrome(c.syndrome);
+  f.vendor_syndrome = c.vendor_syndrome;
+  f.flags = c.flags;
+  f.req_opcode = WqeOpcode(c.req_opcode);
+  return f;
+}
+
+// EQE.
+/** @brief Owner bit hardware writes for EQE number @p index of a ring of 2^log_size. */
+constexpr uint8_t eqe_owner_for(uint32_t index, uint32_t log_size) { return uint8_t((index >> log_size) & 1u); }
+/** @brief What software writes into an EQE's owner byte before the first pass (hardware owns it). */
+constexpr uint8_t eqe_initial_owner() { return 1; }
+inline void set_eqe(Eqe& e, EqeType type, uint32_t resource, uint64_t timestamp_ns, uint8_t owner) {
+  e = Eqe{};
+  e.type = uint8_t(type);
+  e.resource = to_be32(resource);
+  e.timestamp = to_be64(timestamp_ns);
+  e.owner = owner & 1;
+}
+inline EqeType eqe_type(const Eqe& e) { return EqeType(e.type); }
+inline uint32_t eqe_resource(const Eqe& e) { return from_be32(e.resource); }
+inline uint64_t eqe_timestamp_ns(const Eqe& e) { return from_be64(e.timestamp); }
+/** @brief Whether EQE number @p ci, whose owner byte is @p owner, was written in this pass. */
+constexpr bool eqe_ready(uint8_t owner, uint32_t ci, uint32_t log_size) {
+  return (owner & 1) == eqe_owner_for(ci, log_size);
+}
+
+// Doorbells (UAR stores): decoders for the values sq_doorbell_value/cq_arm_value/eq_arm_value make.
+inline uint32_t sq_doorbell_qpn(uint64_t v) { return uint32_t(v >> 32) & kQpnMask; }
+inline uint16_t sq_doorbell_pi(uint64_t v) { return uint16_t(v); }
+inline uint32_t cq_arm_cqn(uint64_t v) { return uint32_t(v) & 0xffffff; }
+inline uint32_t cq_arm_ci(uint64_t v) { return uint32_t(v >> 32) & 0xffffff; }
+inline uint32_t cq_arm_sn(uint64_t v) { return uint32_t(v >> 60) & 0xf; }
+inline bool cq_arm_solicited(uint64_t v) { return ((v >> 56) & 1) != 0; }
+/** @brief The arm word software also leaves in CqDbrec::arm (the high half of the doorbell). */
+inline uint32_t cq_arm_word(uint64_t v) { return uint32_t(v >> 32); }
+inline uint32_t eq_arm_eqn(uint64_t v) { return uint32_t(v) & 0xffffff; }
+inline uint32_t eq_arm_ci(uint64_t v) { return uint32_t(v >> 32) & 0xffffff; }
+
+// Doorbell records (host memory, BE). Loads and stores are atomic: device and software race.
+inline void qp_dbrec_set_sq(QpDbrec& r, uint32_t counter) {
+  __atomic_store_n(&r.sq_counter, to_be32(counter), __ATOMIC_RELEASE);
+}
+inline void qp_dbrec_set_rq(QpDbrec& r, uint32_t counter) {
+  __atomic_store_n(&r.rq_counter, to_be32(counter), __ATOMIC_RELEASE);
+}
+inline uint16_t qp_dbrec_sq(const QpDbrec& r) {
+  return uint16_t(from_be32(__atomic_load_n(&r.sq_counter, __ATOMIC_ACQUIRE)));
+}
+inline uint16_t qp_dbrec_rq(const QpDbrec& r) {
+  return uint16_t(from_be32(__atomic_load_n(&r.rq_counter, __ATOMIC_ACQUIRE)));
+}
+inline void cq_dbrec_set_ci(CqDbrec& r, uint32_t ci) {
+  __atomic_store_n(&r.set_ci, to_be32(ci & 0xffffff), __ATOMIC_RELEASE);
+}
+inline void cq_dbrec_set_arm(CqDbrec& r, uint64_t arm_doorbell) {
+  __atomic_store_n(&r.arm, to_be32(cq_arm_word(arm_doorbell)), __ATOMIC_RELEASE);
+}
+inline uint32_t cq_dbrec_ci(const CqDbrec& r) {
+  return from_be32(__atomic_load_n(&r.set_ci, __ATOMIC_ACQUIRE)) & 0xffffff;
+}
+
+// GIDs of a RoCE port (the table both ibv_query_gid and the device's packet builder use).
+constexpr uint32_t kGidTableLen = 2;  ///< index 0: link-local from the MAC; 1: IPv4-mapped
+/** @brief fe80::/64 with the modified EUI-64 of @p mac, as the kernel derives the link-local GID. */
+inline void gid_from_mac(const uint8_t mac[6], uint8_t gid[16]) {
+  std::memset(gid, 0, 16);
+  gid[0] = 0xfe;
+  gid[1] = 0x80;
+  gid[8] = mac[0] ^ 0x02;
+  gid[9] = mac[1];
+  gid[10] = mac[2];
+  gid[11] = 0xff;
+  gid[12] = 0xfe;
+  gid[13] = mac[3];
+  gid[14] = mac[4];
+  gid[15] = mac[5];
+}
+/** @brief ::ffff:a.b.c.d for @p ipv4 in host order. */
+inline void gid_from_ipv4(uint32_t ipv4, uint8_t gid[16]) {
+  std::memset(gid, 0, 16);
+  gid[10] = gid[11] = 0xff;
+  const uint32_t be = to_be32(ipv4);
+  std::memcpy(gid + 12, &be, 4);
+}
+/** @brief GID @p index (< kGidTableLen) of a port with @p mac and @p ipv4 (host order). */
+inline void port_gid(uint32_t index, const uint8_t mac[6], uint32_t ipv4, uint8_t gid[16]) {
+  if (index == 0)
+    gid_from_mac(mac, gid);
+  else
+    gid_from_ipv4(ipv4, gid);
+}
 
 // ---------------------------------------------------------------- layout pins
 static_assert(sizeof(CtrlSeg) == 16);
