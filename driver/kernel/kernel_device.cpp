@@ -79,7 +79,8 @@ void KernelDevice::isr(uint32_t /*vector*/) {
       snprintf(buf, sizeof buf, "ISR: EQ %u EQE[%u] type=0x%02x resource=0x%x -> %s", eqn_,
                (eq_ci_ - 1) & (size - 1), unsigned(eqe.type), res,
                type == hw::EqeType::Completion ? "completion channel fd" : "async event fd");
-      link_.trace(0xffffffff, false, 0, buf, HcaLink::TraceWhat::Interrupt);
+      const auto f = trace::TraceFields().set_queue(eqn_).set_index(eq_ci_).set_opcode(uint16_t(type));
+      link_.trace(trace::TraceKind::Interrupt, trace::kTraceNone, false, 0, f, buf);
     }
     std::lock_guard<std::mutex> g(mu_);
     if (type == hw::EqeType::Completion) {

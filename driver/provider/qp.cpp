@@ -464,7 +464,12 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
                inl ? inline_len : (wr->num_sge ? wr->sg_list[0].length : 0), q->sq_head, nbb,
                (ctrl.fm_ce_se & hw::kCtrlCqUpdate) ? " signaled" : "",
                (ctrl.fm_ce_se & hw::kCtrlSolicited) ? " solicited" : "");
-      link.trace(q->qpn, true, wr->wr_id, buf);
+      const auto f = trace::TraceFields()
+                         .set_wqe(q->sq_head)
+                         .set_count(nbb)
+                         .set_flag(trace::kTfSignaled, ctrl.fm_ce_se & hw::kCtrlCqUpdate)
+                         .set_flag(trace::kTfSolicited, ctrl.fm_ce_se & hw::kCtrlSolicited);
+      link.trace(trace::TraceKind::Post, q->qpn, true, wr->wr_id, f, buf);
     }
     q->sq_head = uint16_t(q->sq_head + nbb);
   }
@@ -504,7 +509,8 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     if (link.trace_on()) {
       char buf[128];
       snprintf(buf, sizeof buf, "post_recv: %d SGE(s) -> RQ WQE %u", wr->num_sge, q->rq_head);
-      link.trace(q->qpn, true, wr->wr_id, buf);
+      const auto f = trace::TraceFields().set_wqe(q->rq_head).set_count(uint32_t(wr->num_sge)).set_flag(trace::kTfRq);
+      link.trace(trace::TraceKind::Post, q->qpn, true, wr->wr_id, f, buf);
     }
     ++q->rq_head;
   }

@@ -59,7 +59,7 @@ hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc
     qp.qpc = keep;
   }
   if (to != from) {
-    HCASIM_TRACE(c_.tracer, Command, QpState, q.qpn, "QP 0x%x %s -> %s", q.qpn, state_name(from),
+    HCASIM_TRACE(c_.tracer, Command, QpState, q.qpn, TraceFields(), "QP 0x%x %s -> %s", q.qpn, state_name(from),
                  state_name(to));
     if (on_state_) on_state_(qp, from);
   }

@@ -60,7 +60,7 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
     cq.solicited_only = false;  // "next" upgrades a pending "solicited only"; never the reverse
   }
   cq.ci_seen = ci;
-  HCASIM_TRACE_F(tracer_, Cq, CqArm, 0xffffffff, arm_fields(cqn, cq, ci),
+  HCASIM_TRACE(tracer_, Cq, CqArm, 0xffffffff, arm_fields(cqn, cq, ci),
                  "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci, solicited_only ? "solicited" : "next", was,
                cq.solicited_only ? "solicited" : "next");
   // CQEs after the request that no earlier event already reported (an arm that lands while
@@ -68,7 +68,7 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
   const uint32_t from = int32_t(cq.event_pi - pi_at_request) > 0 ? cq.event_pi : pi_at_request;
   const bool missed = cq.solicited_only ? int32_t(cq.trigger_pi - from) > 0 : cq.pi != from;
   if (!missed) return;
-  HCASIM_TRACE_F(tracer_, Cq, EventDecision, 0xffffffff, arm_fields(cqn, cq, kTraceNone, kTfEvent),
+  HCASIM_TRACE(tracer_, Cq, EventDecision, 0xffffffff, arm_fields(cqn, cq, kTraceNone, kTfEvent),
                  "CQ %u EVENT: %u CQE(s) landed after the arm was issued -> EQ %u", cqn, cq.pi - from,
                  cq.cqc.eqn);
   cq.armed = false;
@@ -97,7 +97,7 @@ void CqUnit::land(Pending& p) {
     if (cq.ci_seen > cq.pi) cq.ci_seen -= 0x1000000;
     if (cq.pi - cq.ci_seen >= size) {
       ++overflows_;
-      HCASIM_TRACE(tracer_, Cq, Error, in.qpn, "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)",
+      HCASIM_TRACE(tracer_, Cq, Error, in.qpn, TraceFields(), "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)",
                    p.cqn, cq.pi, cq.ci_seen, size);
       if (!cq.overflowed) {  // report once; the CQ is in error from now on
         cq.overflowed = true;
@@ -122,7 +122,7 @@ void CqUnit::land(Pending& p) {
   const uint32_t index = cq.pi & (size - 1);
   BtResult t = bt_.translate(cq.cqc.buf, uint64_t(index) * hw::kCqeSize, cq.cursor, in.qpn, "cq");
   if (!t.ok) return;
-  HCASIM_TRACE_F(tracer_, Cq, CqeWrite, in.qpn, cqe_fields(p.cqn, cq.pi + 1, in),
+  HCASIM_TRACE(tracer_, Cq, CqeWrite, in.qpn, cqe_fields(p.cqn, cq.pi + 1, in),
                "CQ %u CQE[%u] %s wqe=%u len=%u%s status=0x%02x owner=%u", p.cqn, index,
                cqe_opcode_name(in.opcode), in.wqe_counter, in.byte_cnt,
                (in.flags & hw::kCqeWithImm) ? " +imm" : "", unsigned(in.syndrome), owner);
@@ -136,16 +136,16 @@ void CqUnit::land(Pending& p) {
   const bool solicited = is_recv && (in.flags & hw::kCqeSolicited);
   if (solicited || is_error) cq.trigger_pi = cq.pi;
   if (!cq.armed) {
-    HCASIM_TRACE_F(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq), "CQ %u no event: not armed", p.cqn);
+    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq), "CQ %u no event: not armed", p.cqn);
     return;
   }
   if (cq.solicited_only && !solicited && !is_error) {
-    HCASIM_TRACE_F(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq),
+    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq),
                  "CQ %u no event: armed solicited-only and this CQE is %s", p.cqn,
                  is_recv ? "an unsolicited receive" : "a send completion");
     return;
   }
-  HCASIM_TRACE_F(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq, kTraceNone, kTfEvent),
+  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq, kTraceNone, kTfEvent),
                  "CQ %u EVENT: armed %s, CQE is %s -> EQ %u",
                p.cqn, cq.solicited_only ? "solicited-only" : "next",
                is_error ? "an error" : solicited ? "a solicited receive" : "any completion",

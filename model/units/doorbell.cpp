@@ -21,7 +21,7 @@ void DoorbellUnit::land(Write& w) {
     case hw::kUarSqDoorbell: {
       const uint32_t qpn = uint32_t(w.value >> 32) & hw::kQpnMask;
       const uint16_t pi = uint16_t(w.value);
-      HCASIM_TRACE_F(c_.tracer, Doorbell, Doorbell, qpn, [&] { TraceFields f; f.index = pi; return f; }(),
+      HCASIM_TRACE(c_.tracer, Doorbell, Doorbell, qpn, [&] { TraceFields f; f.index = pi; return f; }(),
                      "UAR+0x%03x SQ doorbell: qpn=0x%x producer=%u", w.offset, qpn, pi);
       req_.doorbell(qpn, pi);
       return;
@@ -29,7 +29,7 @@ void DoorbellUnit::land(Write& w) {
     case hw::kUarCqArm: {
       const uint32_t cqn = uint32_t(w.value) & 0xffffff;
       const uint32_t hi = uint32_t(w.value >> 32);
-      HCASIM_TRACE_F(c_.tracer, Doorbell, Doorbell, 0xffffffff,
+      HCASIM_TRACE(c_.tracer, Doorbell, Doorbell, 0xffffffff,
                      [&] { TraceFields f; f.queue = cqn; f.index = hi & 0xffffff; return f; }(),
                      "UAR+0x%03x CQ arm doorbell: cqn=%u", w.offset, cqn);
       c_.cq.arm(cqn, hi & 0xffffff, hi >> 28, (hi >> 24) & 1, w.cq_pi);
@@ -38,14 +38,14 @@ void DoorbellUnit::land(Write& w) {
     case hw::kUarEqArm: {
       const uint32_t eqn = uint32_t(w.value) & 0xffffff;
       const uint32_t ci = uint32_t(w.value >> 32) & 0xffffff;
-      HCASIM_TRACE_F(c_.tracer, Doorbell, Doorbell, 0xffffffff,
+      HCASIM_TRACE(c_.tracer, Doorbell, Doorbell, 0xffffffff,
                      [&] { TraceFields f; f.queue = eqn; f.index = ci; f.flags = kTfEq; return f; }(),
                      "UAR+0x%03x EQ arm doorbell: eqn=%u ci=%u", w.offset, eqn, ci);
       c_.eq.arm(eqn, ci);
       return;
     }
     default:
-      HCASIM_TRACE(c_.tracer, Doorbell, Error, 0xffffffff, "write to unknown UAR offset 0x%x ignored",
+      HCASIM_TRACE(c_.tracer, Doorbell, Error, 0xffffffff, TraceFields(), "write to unknown UAR offset 0x%x ignored",
                    w.offset);
   }
 }

@@ -9,7 +9,7 @@ EqUnit::EqUnit(DmaEngine& dma, BufferTableWalker& bt, const TimingProfile& prof,
     : dma_(dma), bt_(bt), prof_(prof), tracer_(tracer), irq_line_("irq", [this](uint32_t& vec) {
         ++irqs_;
         note_host_visible();
-        HCASIM_TRACE_F(tracer_, Eq, Interrupt, 0xffffffff, [&] { TraceFields f; f.queue = vec; return f; }(),
+        HCASIM_TRACE(tracer_, Eq, Interrupt, 0xffffffff, [&] { TraceFields f; f.queue = vec; return f; }(),
                        "MSI-X vector %u -> driver", vec);
         if (irq_) irq_(vec);
       }) {}
@@ -30,7 +30,7 @@ void EqUnit::post(uint32_t eqn, hw::EqeType type, uint32_t resource) {
   BtResult t = bt_.translate(eq.eqc.buf, uint64_t(eq.pi & (size - 1)) * hw::kEqeSize, eq.cursor,
                              0xffffffff, "eq");
   if (!t.ok) return;
-  HCASIM_TRACE_F(tracer_, Eq, EqeWrite, 0xffffffff,
+  HCASIM_TRACE(tracer_, Eq, EqeWrite, 0xffffffff,
                  [&] { TraceFields f; f.queue = eqn; f.index = eq.pi + 1; return f; }(),
                  "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u", eqn, eq.pi & (size - 1),
                  unsigned(type), resource, e.owner);

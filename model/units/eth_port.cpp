@@ -47,7 +47,7 @@ EthPort::EthPort(const TimingProfile& prof, Tracer& tracer, const uint8_t mac[6]
 void EthPort::describe(const char* dir, const Packet& pkt) {
   char buf[256];
   describe_frame(pkt, buf, sizeof buf);
-  HCASIM_TRACE(tracer_, Port, PktTx, 0xffffffff, "%s %s (%u B on wire)", dir, buf, pkt.len);
+  HCASIM_TRACE(tracer_, Port, PktTx, 0xffffffff, TraceFields(), "%s %s (%u B on wire)", dir, buf, pkt.len);
 }
 
 void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) {
@@ -107,7 +107,7 @@ void EthPort::receive(PacketPtr pkt) {
   if (tracer_.on()) {
     char buf[256];
     describe_frame(*pkt, buf, sizeof buf);
-    HCASIM_TRACE(tracer_, Port, PktRx, 0xffffffff, "RX %s", buf);
+    HCASIM_TRACE(tracer_, Port, PktRx, 0xffffffff, TraceFields(), "RX %s", buf);
   }
   if (rx_) rx_(std::move(pkt));
 }

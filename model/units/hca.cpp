@@ -62,7 +62,7 @@ void Hca::to_error(QpContext& qp, const char* why) {
   // Already in ERR: flush again. Work posted to a QP in ERR completes with a flush error
   // (IBTA 10.3.1; what ib_drain_rq/ib_drain_sq rely on), so a doorbell there lands here.
   if (hw::QpState(qp.qpc.state) != hw::QpState::Err) {
-    HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, "QP 0x%x -> ERR (%s)", qp.qpc.qpn, why);
+    HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, TraceFields(), "QP 0x%x -> ERR (%s)", qp.qpc.qpn, why);
     qp.qpc.state = uint8_t(hw::QpState::Err);
   }
   req_.flush(qp);
@@ -82,7 +82,7 @@ void Hca::on_state(QpContext& qp, hw::QpState from) {
 }
 
 void Hca::function_reset() {
-  HCASIM_TRACE(tracer_, Command, QpState, 0xffffffff, "function reset: owner gone, all resources destroyed");
+  HCASIM_TRACE(tracer_, Command, QpState, 0xffffffff, TraceFields(), "function reset: owner gone, all resources destroyed");
   std::vector<uint32_t> qpns;
   core_.qpc.for_each([&](QpContext& qp) { qpns.push_back(qp.qpc.qpn); });
   for (uint32_t q : qpns) core_.qpc.destroy(q);
@@ -107,13 +107,13 @@ void Hca::on_rx(PacketPtr pkt) {
   const wire::ParseError e = wire::parse_frame(pkt->data, pkt->len, f, !pkt->pristine);
   if (e != wire::ParseError::Ok) {
     ++rx_dropped_;
-    HCASIM_TRACE(tracer_, Port, Error, 0xffffffff, "frame dropped: %s", wire::parse_error_name(e));
+    HCASIM_TRACE(tracer_, Port, Error, 0xffffffff, TraceFields(), "frame dropped: %s", wire::parse_error_name(e));
     return;
   }
   if (drop_left_ && drop_pred_ && drop_pred_(f)) {
     --drop_left_;
     ++rx_dropped_;
-    HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp, "frame dropped by test hook (psn=%u)", f.h.psn);
+    HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp, TraceFields(), "frame dropped by test hook (psn=%u)", f.h.psn);
     return;
   }
   QpcCache::Lookup l = core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");

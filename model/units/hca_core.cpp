@@ -47,7 +47,7 @@ void HcaCore::send_frame(const wire::Headers& h, const void* payload, uint32_t l
   PacketPtr pkt = make_packet();
   pkt->len = uint32_t(wire::build_frame(h, payload, len, pkt->data, sizeof pkt->data));
   if (pkt->len == 0) {
-    HCASIM_TRACE(tracer, Port, Error, h.dest_qp, "frame build failed (opcode %s, %u B)",
+    HCASIM_TRACE(tracer, Port, Error, h.dest_qp, TraceFields(), "frame build failed (opcode %s, %u B)",
                  wire::opcode_name(h.opcode), len);
     return;
   }

@@ -41,7 +41,7 @@ MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, ui
       r = MrCheck::NoAccess;
   }
   if (r != MrCheck::Ok) ++violations_;
-  HCASIM_TRACE(tracer_, Mr, MrXlate, qpn, "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s", why,
+  HCASIM_TRACE(tracer_, Mr, MrXlate, qpn, TraceFields(), "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s", why,
                key, va, len, mr_check_name(r));
   return r;
 }

@@ -7,7 +7,7 @@ QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
   Lookup r;
   auto t = table_.find(qpn);
   if (t == table_.end()) {
-    HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, "%s: no such QP", why);
+    HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields(), "%s: no such QP", why);
     return r;
   }
   r.qp = t->second.get();
@@ -27,7 +27,7 @@ QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
     lru_.push_front(qpn);
     cached_[qpn] = lru_.begin();
   }
-  HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, "%s: QPC cache %s (state=%u, %zu/%u cached)", why,
+  HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields(), "%s: QPC cache %s (state=%u, %zu/%u cached)", why,
                r.hit ? "hit" : "miss -> ICM read", unsigned(r.qp->qpc.state), cached_.size(),
                capacity_);
   return r;

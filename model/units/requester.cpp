@@ -61,7 +61,7 @@ void Requester::doorbell(uint32_t qpn, uint16_t pi) {
   if (int16_t(uint16_t(pi - l.qp->sq_pi)) > 0)
     l.qp->sq_pi = pi;
   else if (pi != l.qp->sq_pi)
-    HCASIM_TRACE(c_.tracer, Doorbell, Note, qpn, "SQ doorbell producer=%u is behind %u: stale, counter kept", pi,
+    HCASIM_TRACE(c_.tracer, Doorbell, Note, qpn, TraceFields(), "SQ doorbell producer=%u is behind %u: stale, counter kept", pi,
                  l.qp->sq_pi);
   schedule(*l.qp, Stage::Fetch, now_ps() + l.latency_ps);
 }
@@ -165,7 +165,7 @@ void Requester::fetch(QpContext& qp) {
     uint32_t reads = 0;
     uint32_t nbb = fetch_wqe(qp, qp.sq_fetch, w, reads);
     if (nbb == 0) {
-      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, "WQE %u: fetch/decode fault", qp.sq_fetch);
+      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, TraceFields(), "WQE %u: fetch/decode fault", qp.sq_fetch);
       c_.to_error(qp, "WQE fetch fault");
       return;
     }
@@ -175,7 +175,7 @@ void Requester::fetch(QpContext& qp) {
                                         : c_.prof.pcie_xfer_ps(nbb * hw::kWqeBasicBlock)) +
                           reads * c_.prof.pcie_read_ps;
     ready += cost;
-    HCASIM_TRACE(c_.tracer, WqeFetch, WqeFetch, qp.qpc.qpn,
+    HCASIM_TRACE(c_.tracer, WqeFetch, WqeFetch, qp.qpc.qpn, TraceFields(),
                  "SQ WQE %u (%u WQEBB): %s len=%u sge=%u%s%s%s, ready in %.1f ns", w.index, nbb,
                  wqe_opcode_name(w.op), w.length, w.nsge, w.is_inline ? " inline" : "",
                  (w.flags & hw::kCtrlCqUpdate) ? " signaled" : " unsignaled",
@@ -207,13 +207,13 @@ void Requester::decode(QpContext& qp) {
       m.npkts = 1;
     } else {
       qp.inflight.push_back(m);
-      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, "WQE %u: unsupported opcode 0x%02x",
+      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, TraceFields(), "WQE %u: unsupported opcode 0x%02x",
                    m.w.index, unsigned(m.w.op));
       fail_front(qp, hw::CqeSyndrome::LocalQpOpErr, "unsupported opcode");
       return;
     }
     qp.next_psn = wire::psn_add(qp.next_psn, m.npkts);
-    HCASIM_TRACE(c_.tracer, Requester, WqeDecode, qp.qpc.qpn,
+    HCASIM_TRACE(c_.tracer, Requester, WqeDecode, qp.qpc.qpn, TraceFields(),
                  "WQE %u %s: %u packet(s) at MTU %u, PSN %u..%u", m.w.index, wqe_opcode_name(m.w.op),
                  m.npkts, mtu, m.first_psn, m.npkts ? last_psn(m) : m.first_psn);
     qp.inflight.push_back(m);
@@ -272,7 +272,7 @@ void Requester::tx(QpContext& qp) {
       for (size_t i = 0; i < qp.tx_msg && !behind; ++i)
         behind = needs_response(qp.inflight[i]) && !qp.inflight[i].responded;
       if (behind) {
-        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, "WQE %u waits: fenced behind an outstanding READ/atomic",
+        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, TraceFields(), "WQE %u waits: fenced behind an outstanding READ/atomic",
                      m.w.index);
         break;  // resumes when a response arrives
       }
@@ -284,7 +284,7 @@ void Requester::tx(QpContext& qp) {
         if (needs_response(qp.inflight[i]) && !qp.inflight[i].responded) ++outstanding;
       const uint32_t limit = qp.qpc.max_rd_atomic ? qp.qpc.max_rd_atomic : 1;
       if (outstanding >= limit) {
-        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn,
+        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, TraceFields(),
                      "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
         break;  // resumes when a response arrives
       }
@@ -342,7 +342,7 @@ void Requester::tx(QpContext& qp) {
     if (len) ready = (first_read ? now + c_.prof.pcie_read_ps : ready) + c_.prof.pcie_xfer_ps(len);
     first_read = first_read && len == 0;
     if (qp.tx_pkt == 0)
-      HCASIM_TRACE(c_.tracer, Requester, PktTx, qp.qpc.qpn,
+      HCASIM_TRACE(c_.tracer, Requester, PktTx, qp.qpc.qpn, TraceFields(),
                    "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
                    qp.qpc.dest_qpn, psn);
     c_.port.transmit(std::move(pkt), HcaCore::stream_ready(qp, false, ready));
@@ -371,12 +371,12 @@ void Requester::on_timeout(uint32_t qpn) {
   if (!qp || qp->inflight.empty() || hw::QpState(qp->qpc.state) == hw::QpState::Err) return;
   InflightMsg& front = qp->inflight.front();
   if (qp->retry_left == 0) {
-    HCASIM_TRACE(c_.tracer, Requester, Error, qpn, "local ACK timeout: retries exhausted");
+    HCASIM_TRACE(c_.tracer, Requester, Error, qpn, TraceFields(), "local ACK timeout: retries exhausted");
     qp->tx_msg = 0;
     return fail_front(*qp, hw::CqeSyndrome::TransportRetryExcErr, "transport retries exhausted");
   }
   --qp->retry_left;
-  HCASIM_TRACE(c_.tracer, Requester, Retransmit, qpn, "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
+  HCASIM_TRACE(c_.tracer, Requester, Retransmit, qpn, TraceFields(), "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
                double(wire::ack_timeout_ns(qp->qpc.timeout)) / 1000.0, front.first_psn, unsigned(qp->retry_left));
   // A READ is asked for again from its first byte; the responder replays it.
   for (auto& m : qp->inflight)
@@ -390,7 +390,7 @@ void Requester::check_drained(QpContext& qp) {
   if (!qp.sqd_notify || hw::QpState(qp.qpc.state) != hw::QpState::Sqd) return;
   if (!qp.inflight.empty() || !qp.fetched.empty()) return;
   qp.sqd_notify = false;
-  HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, "SQ drained");
+  HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, TraceFields(), "SQ drained");
   c_.eq.post(c_.cq.eqn_of(qp.qpc.send_cqn), hw::EqeType::SqDrained, qp.qpc.qpn);
 }
 
@@ -409,7 +409,7 @@ void Requester::complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome st
 }
 
 void Requester::local_fail(QpContext& qp, InflightMsg& m, hw::CqeSyndrome status, const char* why) {
-  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, "WQE %u: %s", m.w.index, why);
+  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, TraceFields(), "WQE %u: %s", m.w.index, why);
   m.local_error = status;
   m.sent = true;
   // Completions stay in order: the error surfaces once every earlier message has completed.
@@ -441,7 +441,7 @@ void Requester::complete_through(QpContext& qp, uint32_t psn) {
 }
 
 void Requester::fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why) {
-  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, "%s: WQE %u completes in error 0x%02x", why,
+  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, TraceFields(), "%s: WQE %u completes in error 0x%02x", why,
                qp.inflight.empty() ? 0 : qp.inflight.front().w.index, unsigned(status));
   // The failing WQE is the oldest outstanding one: everything before it has completed.
   if (!qp.inflight.empty()) {
@@ -484,7 +484,7 @@ void Requester::rewind(QpContext& qp, uint32_t psn) {
       qp.tx_pkt = m.w.op == hw::WqeOpcode::RdmaRead ? 0 : uint32_t(d);
       for (size_t j = i; j < qp.inflight.size(); ++j) qp.inflight[j].sent = false;
       ++retransmits_;
-      HCASIM_TRACE(c_.tracer, Requester, Retransmit, qp.qpc.qpn,
+      HCASIM_TRACE(c_.tracer, Requester, Retransmit, qp.qpc.qpn, TraceFields(),
                    "go back to PSN %u (WQE %u, packet %u)", psn, m.w.index, qp.tx_pkt);
       return;
     }
@@ -498,7 +498,7 @@ void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
     const uint8_t syn = f.h.aeth.syndrome;
     switch (wire::aeth_kind(syn)) {
       case wire::AethKind::Ack:
-        HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, "ACK psn=%u msn=%u", psn, f.h.aeth.msn);
+        HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields(), "ACK psn=%u msn=%u", psn, f.h.aeth.msn);
         complete_through(qp, psn);
         return;
       case wire::AethKind::RnrNak: {
@@ -506,7 +506,7 @@ void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
         if (qp.rnr_left == 0) return fail_front(qp, hw::CqeSyndrome::RnrRetryExcErr, "RNR retries exhausted");
         if (qp.rnr_left != 7) --qp.rnr_left;
         const uint64_t wait = wire::rnr_timer_ns(wire::aeth_value(syn)) * 1000;
-        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, "RNR NAK psn=%u: retry in %.2f us (%u left)",
+        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields(), "RNR NAK psn=%u: retry in %.2f us (%u left)",
                      psn, double(wait) / 1e6, unsigned(qp.rnr_left));
         rewind(qp, psn);
         ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
@@ -515,7 +515,7 @@ void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
       }
       case wire::AethKind::Nak: {
         const auto code = wire::aeth_nak_code(syn);
-        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, "NAK %s psn=%u", wire::nak_code_name(code), psn);
+        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields(), "NAK %s psn=%u", wire::nak_code_name(code), psn);
         complete_through(qp, wire::psn_add(psn, -1));
         switch (code) {
           case wire::NakCode::PsnSequenceError:
@@ -590,7 +590,7 @@ void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
       const Sge& s = m.w.sge[0];
       if (c_.mrs.write(s.lkey, s.addr, &orig, 8, qp.qpc.qpn) < 0)
         return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "atomic result scatter fault");
-      HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, "ATOMIC ACK psn=%u original=0x%llx", psn,
+      HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields(), "ATOMIC ACK psn=%u original=0x%llx", psn,
                    static_cast<unsigned long long>(orig));
       m.responded = true;
       complete_through(qp, psn);

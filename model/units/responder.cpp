@@ -47,7 +47,7 @@ bool Responder::take_recv(QpContext& qp) {
     r.sge[r.nsge++] = Sge{hw::from_be64(d.addr), hw::from_be32(d.byte_count), hw::from_be32(d.lkey)};
   }
   ++qp.rq_ci;
-  HCASIM_TRACE(c_.tracer, Responder, WqeFetch, qpn, "RQ WQE %u: %u SGE(s)", r.index, r.nsge);
+  HCASIM_TRACE(c_.tracer, Responder, WqeFetch, qpn, TraceFields(), "RQ WQE %u: %u SGE(s)", r.index, r.nsge);
   return true;
 }
 
@@ -80,7 +80,7 @@ void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
 
 void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
                       const char* why) {
-  HCASIM_TRACE(c_.tracer, Responder, Error, qp.qpc.qpn, "%s: NAK %s psn=%u, QP to ERR", why,
+  HCASIM_TRACE(c_.tracer, Responder, Error, qp.qpc.qpn, TraceFields(), "%s: NAK %s psn=%u, QP to ERR", why,
                wire::nak_code_name(nak), psn);
   send_ack(qp, psn, wire::aeth_nak(nak));
   if (recv_status != hw::CqeSyndrome::Ok) recv_error(qp, recv_status);
@@ -125,7 +125,7 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   const auto st = hw::QpState(qp.qpc.state);
   const uint32_t qpn = qp.qpc.qpn;
   if (st != hw::QpState::Rtr && st != hw::QpState::Rts && st != hw::QpState::Sqd) {
-    HCASIM_TRACE(c_.tracer, Responder, Error, qpn, "packet dropped: QP state %u", unsigned(st));
+    HCASIM_TRACE(c_.tracer, Responder, Error, qpn, TraceFields(), "packet dropped: QP state %u", unsigned(st));
     return;
   }
   const wire::Headers& h = f.h;
@@ -138,7 +138,7 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   const int32_t d = wire::psn_diff(h.psn, qp.epsn);
   if (d < 0) {  // duplicate: the ACK was lost; acknowledge again (READs are replayed)
     ++dups_;
-    HCASIM_TRACE(c_.tracer, Responder, Ack, qpn, "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
+    HCASIM_TRACE(c_.tracer, Responder, Ack, qpn, TraceFields(), "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
     if (op == wire::BthOpcode::RDMA_READ_REQUEST) {
       read_response(qp, h.psn, h.reth);
     } else if (wire::has_atomic_eth(op)) {  // answered again from the replay cache, never re-executed
@@ -151,7 +151,7 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   if (d > 0) {  // a gap: NAK once, then drop until the requester goes back
     if (!qp.nak_pending) {
       qp.nak_pending = true;
-      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, "PSN gap: got %u expected %u", h.psn, qp.epsn);
+      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, TraceFields(), "PSN gap: got %u expected %u", h.psn, qp.epsn);
       send_ack(qp, qp.epsn, wire::aeth_nak(wire::NakCode::PsnSequenceError));
     }
     return;
@@ -163,7 +163,7 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
 
   if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE) {
     if (starts && !take_recv(qp)) {
-      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, "no receive WQE posted: RNR NAK psn=%u", h.psn);
+      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, TraceFields(), "no receive WQE posted: RNR NAK psn=%u", h.psn);
       send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
       return;
     }
@@ -216,7 +216,7 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
     if (!qp.write_active || uint64_t(qp.write_done) + len > qp.write_len)
       return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE length mismatch");
     if (ends && wire::has_imm(op) && !take_recv(qp)) {
-      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, "WRITE_WITH_IMM needs a receive WQE: RNR NAK psn=%u",
+      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, TraceFields(), "WRITE_WITH_IMM needs a receive WQE: RNR NAK psn=%u",
                    h.psn);
       send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
       return;
@@ -284,7 +284,7 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   }
   if (next != orig && c_.mrs.write(ae.rkey, ae.va, &next, 8, qpn) < 0)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic DMA fault");
-  HCASIM_TRACE(c_.tracer, Responder, Note, qpn, "%s va=0x%llx: 0x%llx -> 0x%llx", wire::opcode_name(h.opcode),
+  HCASIM_TRACE(c_.tracer, Responder, Note, qpn, TraceFields(), "%s va=0x%llx: 0x%llx -> 0x%llx", wire::opcode_name(h.opcode),
                static_cast<unsigned long long>(ae.va), static_cast<unsigned long long>(orig),
                static_cast<unsigned long long>(next));
   auto& slot = qp.atomic_replay[qp.atomic_replay_next++ % 16];

@@ -110,13 +110,15 @@ class RemoteLink : public drv::HcaLink {
   bool wait_progress() override { return c_.wait_progress(); }
   int activity_fd() override { return c_.activity_fd(); }
   bool trace_on() const override { return c_.trace_on(); }
-  void trace(uint32_t qpn, bool has_wr, uint64_t wr_id, const char* text, TraceWhat what) override {
+  void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const trace::TraceFields& f,
+             const char* text) override {
     TraceMsg m{};
     m.hca = index_;
     m.qpn = qpn;
     m.wr_id = wr_id;
     m.has_wr = has_wr ? 1 : 0;
-    m.interrupt = what == TraceWhat::Interrupt ? 1 : 0;
+    m.kind = kind;
+    m.fields = f;
     c_.post(MsgType::Trace, &m, sizeof m, text, std::strlen(text));
   }
 

@@ -229,8 +229,8 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
     r.trace_on = hca.tracer().on() ? 1 : 0;
     std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
     if (hca.tracer().on())
-      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, 0xffffffff,
-                        "host %d joins the fabric: pid %d owns %s", h->index, int(pid), r.names[i]);
+      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
+                        model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h->index, int(pid), r.names[i]);
   }
   send_msg(c.fd, MsgType::Hello, &r, sizeof r);
 }
@@ -243,8 +243,8 @@ void DeviceServer::host_gone(Host& h) {
     Slot& s = *slots_[n];
     model::Hca& hca = world_.hca(n);
     if (hca.tracer().on())
-      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, 0xffffffff,
-                        "host %d left the fabric (pid %d ended): reset of %s", h.index, int(h.pid),
+      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
+                        model::TraceFields(), "host %d left the fabric (pid %d ended): reset of %s", h.index, int(h.pid),
                         hca.identity().name.c_str());
     s.mem.pid = 0;
     hca.function_reset();
@@ -422,11 +422,9 @@ bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fd
       std::lock_guard<std::recursive_mutex> g(e.mutex());
       auto& t = hca->tracer();
       if (!t.on()) return true;
-      const auto kind = m.interrupt ? model::TraceKind::Interrupt : model::TraceKind::Post;
-      if (m.has_wr)
-        t.emit_wr(model::TraceUnit::Driver, kind, m.qpn, m.wr_id, "%s", text.c_str());
-      else
-        t.emit(model::TraceUnit::Driver, kind, m.qpn, "%s", text.c_str());
+      if (m.kind != model::TraceKind::Post && m.kind != model::TraceKind::Interrupt)
+        return bad("malformed TRACE (kind)");
+      t.record(model::TraceUnit::Driver, m.kind, m.qpn, m.has_wr != 0, m.wr_id, m.fields, std::move(text));
       return true;
     }
     default:

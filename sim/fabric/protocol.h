@@ -30,10 +30,11 @@
 #include <string>
 
 #include <hcasim/hca_hw.h>
+#include <hcasim/trace_event.h>
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;  // 2: TraceMsg carries typed fields
 /** @brief Most HCAs one host may own. */
 constexpr uint32_t kMaxHcasPerHost = 8;
 /** @brief Largest datagram either side sends (the counters JSON is the big one). */
@@ -106,8 +107,9 @@ struct TraceMsg {
   uint32_t qpn;
   uint64_t wr_id;
   uint8_t has_wr;
-  uint8_t interrupt;  ///< HcaLink::TraceWhat::Interrupt
+  trace::TraceKind kind;  ///< Post or Interrupt (the driver's lines)
   uint8_t rsvd[6];
+  trace::TraceFields fields;  ///< the line's facts as data
   // then the text, not NUL-terminated
 };
 enum class ControlOp : uint32_t { NowNs = 1, DropRx, Counter, StatsJson };

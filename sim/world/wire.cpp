@@ -12,7 +12,7 @@ CableEnd::CableEnd(model::PacketReceiver* to, uint64_t propagation_ps, model::Tr
 void CableEnd::carry(model::PacketPtr pkt, uint64_t tx_end_ps) {
   ++frames_;
   if (drop && drop(*pkt)) {
-    HCASIM_TRACE(tracer_, Wire, Error, 0xffffffff, "frame %llu lost on the wire",
+    HCASIM_TRACE(tracer_, Wire, Error, 0xffffffff, model::TraceFields(), "frame %llu lost on the wire",
                  static_cast<unsigned long long>(pkt->id));
     return;
   }
@@ -58,7 +58,7 @@ struct Switch::Ingress : model::WireSide {
   void forward(model::PacketPtr& p) {
     auto it = sw.by_mac_.find(mac_key(p->data));
     if (it == sw.by_mac_.end()) {
-      HCASIM_TRACE(sw.tracer_, Wire, Error, 0xffffffff, "switch: unknown destination MAC, frame dropped");
+      HCASIM_TRACE(sw.tracer_, Wire, Error, 0xffffffff, model::TraceFields(), "switch: unknown destination MAC, frame dropped");
       return;
     }
     it->second->txq.push(model::now_ps(), std::move(p));

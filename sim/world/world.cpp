@@ -127,15 +127,11 @@ class SimLink : public drv::HcaLink {
   }
   int activity_fd() override { return Engine::instance().activity_fd(); }
   bool trace_on() const override { return const_cast<model::Hca&>(hca_).tracer().on(); }
-  void trace(uint32_t qpn, bool has_wr, uint64_t wr_id, const char* text, TraceWhat what) override {
+  void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const trace::TraceFields& f,
+             const char* text) override {
     std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
     auto& t = hca_.tracer();
-    if (!t.on()) return;
-    const auto kind = what == TraceWhat::Interrupt ? model::TraceKind::Interrupt : model::TraceKind::Post;
-    if (has_wr)
-      t.emit_wr(model::TraceUnit::Driver, kind, qpn, wr_id, "%s", text);
-    else
-      t.emit(model::TraceUnit::Driver, kind, qpn, "%s", text);
+    if (t.on()) t.record(model::TraceUnit::Driver, kind, qpn, has_wr, wr_id, f, text);
   }
 
  private:

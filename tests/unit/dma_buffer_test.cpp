@@ -47,7 +47,7 @@ class TestLink : public drv::HcaLink {
   bool wait_progress() override { return false; }
   int activity_fd() override { return -1; }
   bool trace_on() const override { return false; }
-  void trace(uint32_t, bool, uint64_t, const char*, TraceWhat) override {}
+  void trace(trace::TraceKind, uint32_t, bool, uint64_t, const trace::TraceFields&, const char*) override {}
   int maps = 0, unmaps = 0;
 
  private:
