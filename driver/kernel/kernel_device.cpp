@@ -21,7 +21,7 @@ KernelDevice::KernelDevice(HcaLink& link) : link_(link), dbrecs_(link, iova_) {
   eqc.irq_vector = 0;
   eqc.buf = eq_->desc();
   // EQEs start owned by hardware: owner bit 1 until the first pass writes 0.
-  for (uint32_t i = 0; i < (1u << eq_log_); ++i) eq_->data()[i * hw::kEqeSize + 63] = 1;
+  for (uint32_t i = 0; i < (1u << eq_log_); ++i) hw::eqe_init(eq_->data() + uint64_t(i) * hw::kEqeSize);
   hw::CmdMailbox c{};
   c.opcode = uint16_t(hw::CmdOpcode::CreateEq);
   std::memcpy(c.in, &eqc, sizeof eqc);
@@ -67,17 +67,16 @@ void KernelDevice::isr(uint32_t /*vector*/) {
   const uint32_t size = 1u << eq_log_;
   for (;;) {
     const uint8_t* e = eq_->data() + (eq_ci_ & (size - 1)) * hw::kEqeSize;
-    const uint8_t owner = __atomic_load_n(e + 63, __ATOMIC_ACQUIRE);
-    if ((owner & 1) != ((eq_ci_ >> eq_log_) & 1)) break;
+    if (!hw::eqe_ready(hw::eqe_load_owner(e), eq_ci_, eq_log_)) break;
     hw::Eqe eqe;
     std::memcpy(&eqe, e, sizeof eqe);
     ++eq_ci_;
-    const uint32_t res = hw::from_be32(eqe.resource);
-    const auto type = hw::EqeType(eqe.type);
+    const uint32_t res = hw::eqe_resource(eqe);
+    const auto type = hw::eqe_type(eqe);
     if (link_.trace_on()) {
       char buf[96];
       snprintf(buf, sizeof buf, "ISR: EQ %u EQE[%u] type=0x%02x resource=0x%x -> %s", eqn_,
-               (eq_ci_ - 1) & (size - 1), unsigned(eqe.type), res,
+               (eq_ci_ - 1) & (size - 1), unsigned(type), res,
                type == hw::EqeType::Completion ? "completion channel fd" : "async event fd");
       const auto f = trace::TraceFields().set_queue(eqn_).set_index(eq_ci_).set_opcode(uint16_t(type));
       link_.trace(trace::TraceKind::Interrupt, trace::kTraceNone, false, 0, f, buf);

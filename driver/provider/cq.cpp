@@ -112,7 +112,7 @@ ibv_cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chan
     return nullptr;
   }
   for (uint32_t i = 0; i < (1u << log); ++i)
-    q->ring->data()[i * hw::kCqeSize + 63] = uint8_t(uint8_t(hw::CqeOpcode::Invalid) << 4) | 1;
+    hw::cqe_init(q->ring->data() + uint64_t(i) * hw::kCqeSize);
   hw::Cqc cqc{};
   cqc.eqn = k.comp_eqn();
   cqc.log_size = uint8_t(log);
@@ -187,21 +187,21 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
   SimQp* last = nullptr;
   while (got < n) {
     const uint8_t* raw = q->ring->data() + uint64_t(q->ci & mask) * hw::kCqeSize;
-    const uint8_t op_own = __atomic_load_n(raw + 63, __ATOMIC_ACQUIRE);
-    const auto op = hw::CqeOpcode(op_own >> 4);
-    if (op == hw::CqeOpcode::Invalid || (op_own & 1) != ((q->ci >> q->log_size) & 1)) break;
-    hw::Cqe c;
-    std::memcpy(&c, raw, sizeof c);
+    if (!hw::cqe_ready(hw::cqe_load_op_own(raw), q->ci, q->log_size)) break;
+    hw::Cqe raw_cqe;
+    std::memcpy(&raw_cqe, raw, sizeof raw_cqe);
+    const hw::CqeFields c = hw::get_cqe(raw_cqe);
+    const hw::CqeOpcode op = c.opcode;
     ++q->ci;
     ibv_wc& w = wc[got++];
     std::memset(&w, 0, sizeof w);
-    const uint32_t qpn = hw::from_be32(c.qpn) & hw::kQpnMask;
-    const uint16_t idx = hw::from_be16(c.wqe_counter);
+    const uint32_t qpn = c.qpn;
+    const uint16_t idx = c.wqe_counter;
     w.qp_num = qpn;
-    w.status = wc_status(hw::CqeSyndrome(c.syndrome));
-    w.vendor_err = c.syndrome;
-    w.byte_len = hw::from_be32(c.byte_cnt);
-    w.src_qp = hw::from_be32(c.src_qp);
+    w.status = wc_status(c.syndrome);
+    w.vendor_err = uint32_t(c.syndrome);
+    w.byte_len = c.byte_cnt;
+    w.src_qp = c.src_qp;
     if (!last || last->qpn != qpn) last = find_qp(q->ctx->kdev, qpn);
     const bool is_send = op == hw::CqeOpcode::Req || op == hw::CqeOpcode::ReqErr;
     if (last) {
@@ -218,7 +218,7 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
     }
     switch (op) {
       case hw::CqeOpcode::Req:
-      case hw::CqeOpcode::ReqErr: w.opcode = req_wc_opcode(hw::WqeOpcode(c.req_opcode)); break;
+      case hw::CqeOpcode::ReqErr: w.opcode = req_wc_opcode(c.req_opcode); break;
       case hw::CqeOpcode::RespWriteImm: w.opcode = IBV_WC_RECV_RDMA_WITH_IMM; break;
       default: w.opcode = IBV_WC_RECV; break;
     }
@@ -228,7 +228,7 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
     }
     w.pkey_index = 0;
   }
-  if (got) __atomic_store_n(&q->dbrec->set_ci, hw::to_be32(q->ci & 0xffffff), __ATOMIC_RELEASE);
+  if (got) hw::cq_dbrec_set_ci(*q->dbrec, q->ci);
   return got;
 }
 
@@ -248,7 +248,7 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
     ci = q->ci;
   }
   const uint64_t v = hw::cq_arm_value(q->cqn, ci, q->arm_sn, solicited_only != 0);
-  __atomic_store_n(&q->dbrec->arm, hw::to_be32(uint32_t(v >> 32)), __ATOMIC_RELEASE);
+  hw::cq_dbrec_set_arm(*q->dbrec, v);
   q->ctx->sdev->link->mmio_write64(hw::kUarCqArm, v);
   return 0;
 }

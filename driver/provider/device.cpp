@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Devices, contexts, port/GID queries, PDs, MRs, completion channels and async events.
+#include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -76,7 +77,7 @@ void free_device_list(ibv_device** list) { free(list); }
 uint64_t get_device_guid(ibv_device* device) {
   auto* d = reinterpret_cast<SimDevice*>(device);
   KernelDevice& k = kernel_device(*d->link);
-  return __builtin_bswap64(k.caps().node_guid);
+  return htobe64(k.caps().node_guid);
 }
 
 static int bind_mw_unsupported(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
@@ -127,8 +128,8 @@ int query_device(ibv_context* context, ibv_device_attr* a) {
   const hw::HcaCaps& cp = sim(context)->kdev->caps();
   std::memset(a, 0, sizeof *a);
   snprintf(a->fw_ver, sizeof a->fw_ver, "0.1.0");
-  a->node_guid = __builtin_bswap64(cp.node_guid);
-  a->sys_image_guid = __builtin_bswap64(cp.sys_image_guid);
+  a->node_guid = htobe64(cp.node_guid);
+  a->sys_image_guid = htobe64(cp.sys_image_guid);
   a->max_mr_size = cp.max_mr_size;
   a->page_size_cap = 0x1000 | 0x200000;
   a->vendor_id = cp.vendor_id;
@@ -171,7 +172,7 @@ int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
   a->state = IBV_PORT_ACTIVE;
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = ibv_mtu(cp.active_mtu_log - 7);
-  a->gid_tbl_len = 2;
+  a->gid_tbl_len = hw::kGidTableLen;
   a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   a->max_msg_sz = 1u << 31;
   a->pkey_tbl_len = 1;
@@ -186,37 +187,17 @@ int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
   return 0;
 }
 
-int gid_table_len(ibv_context*, uint8_t port) { return port == 1 ? 2 : 0; }
+int gid_table_len(ibv_context*, uint8_t port) { return port == 1 ? int(hw::kGidTableLen) : 0; }
 
 int query_gid(ibv_context* context, uint8_t port, int index, ibv_gid* gid) {
-  if (port != 1 || index < 0 || index > 1) return set_errno(EINVAL);
+  if (port != 1 || index < 0 || uint32_t(index) >= hw::kGidTableLen) return set_errno(EINVAL);
   const hw::HcaCaps& cp = sim(context)->kdev->caps();
-  uint8_t* g = gid->raw;
-  std::memset(g, 0, 16);
-  if (index == 0) {  // fe80::/64 + modified EUI-64 of the MAC (same derivation as the model)
-    g[0] = 0xfe;
-    g[1] = 0x80;
-    g[8] = cp.port_mac[0] ^ 0x02;
-    g[9] = cp.port_mac[1];
-    g[10] = cp.port_mac[2];
-    g[11] = 0xff;
-    g[12] = 0xfe;
-    g[13] = cp.port_mac[3];
-    g[14] = cp.port_mac[4];
-    g[15] = cp.port_mac[5];
-  } else {  // ::ffff:a.b.c.d
-    g[10] = g[11] = 0xff;
-    const uint32_t ip = cp.port_ipv4;
-    g[12] = uint8_t(ip >> 24);
-    g[13] = uint8_t(ip >> 16);
-    g[14] = uint8_t(ip >> 8);
-    g[15] = uint8_t(ip);
-  }
+  hw::port_gid(uint32_t(index), cp.port_mac, cp.port_ipv4, gid->raw);
   return 0;
 }
 
 int query_gid_entry(ibv_context* context, uint32_t port, uint32_t index, ibv_gid_entry* e) {
-  if (port != 1 || index > 1) return EINVAL;
+  if (port != 1 || index >= hw::kGidTableLen) return EINVAL;
   std::memset(e, 0, sizeof *e);
   if (query_gid(context, uint8_t(port), int(index), &e->gid)) return EINVAL;
   e->gid_index = index;
@@ -228,7 +209,7 @@ int query_gid_entry(ibv_context* context, uint32_t port, uint32_t index, ibv_gid
 
 int query_pkey(ibv_context*, uint8_t port, int index, __be16* pkey) {
   if (port != 1 || index != 0) return set_errno(EINVAL);
-  *pkey = __builtin_bswap16(0xffff);
+  *pkey = htobe16(0xffff);
   return 0;
 }
 

@@ -27,8 +27,8 @@ int fail(int e) {
 
 /** WQEBBs a send WQE needs for these limits (ctrl + raddr + atomic + data or inline). */
 uint32_t send_wqe_bbs(uint32_t max_sge, uint32_t max_inline) {
-  const uint32_t data = std::max(max_sge * 16u, (4u + max_inline + 15u) & ~15u);
-  return (16u + 16u + 16u + data + 63u) / 64u;
+  const uint32_t data = std::max(max_sge, hw::inline_segments(max_inline));
+  return hw::wqe_bbs_for_segments(3 + data);
 }
 
 // Transition table (IBTA 10.3.1 / the kernel's qp_state_table) for RC QPs: required and
@@ -83,6 +83,89 @@ Transition rc_transition(ibv_qp_state cur, ibv_qp_state next) {
   return {false, 0, 0};
 }
 
+/** ibv_modify_qp(3)'s value checks (IBTA field widths, device limits) for the attributes in @p mask. */
+bool attr_values_valid(const ibv_qp_attr& a, int mask, const hw::HcaCaps& caps) {
+  if ((mask & IBV_QP_PORT) && a.port_num != 1) return false;
+  if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return false;
+  if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096))
+    return false;
+  if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return false;
+  if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return false;
+  if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return false;
+  if ((mask & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return false;
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > caps.max_qp_init_rd_atom) return false;
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > caps.max_qp_rd_atom) return false;
+  if ((mask & IBV_QP_ACCESS_FLAGS) &&
+      (a.qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                 IBV_ACCESS_REMOTE_ATOMIC)))
+    return false;
+  if (mask & IBV_QP_AV) {
+    // RoCE: addresses are GIDs; a GRH is mandatory and the source GID must exist.
+    if (!a.ah_attr.is_global || a.ah_attr.grh.sgid_index >= hw::kGidTableLen || a.ah_attr.port_num > 1)
+      return false;
+  }
+  return true;
+}
+
+/** The QPC fields a modify command carries (the device applies those in its mask). */
+hw::Qpc qpc_from_attr(const ibv_qp_attr& a, int mask, ibv_qp_state next) {
+  hw::Qpc in{};
+  in.state = uint8_t(next);
+  in.pkey_index = a.pkey_index;
+  in.port = a.port_num;
+  in.access_flags = a.qp_access_flags;
+  if (mask & IBV_QP_AV) {
+    std::memcpy(in.path.dgid, a.ah_attr.grh.dgid.raw, 16);
+    in.path.sgid_index = a.ah_attr.grh.sgid_index;
+    in.path.hop_limit = a.ah_attr.grh.hop_limit;
+    in.path.traffic_class = a.ah_attr.grh.traffic_class;
+    in.path.flow_label = a.ah_attr.grh.flow_label;
+  }
+  in.path_mtu_log = uint8_t(7 + a.path_mtu);
+  in.dest_qpn = a.dest_qp_num;
+  in.rq_psn = a.rq_psn;
+  in.sq_psn = a.sq_psn;
+  in.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  in.max_rd_atomic = a.max_rd_atomic;
+  in.min_rnr_timer = a.min_rnr_timer;
+  in.timeout = a.timeout;
+  in.retry_cnt = a.retry_cnt;
+  in.rnr_retry = a.rnr_retry;
+  in.sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && a.en_sqd_async_notify ? 1 : 0;
+  return in;
+}
+
+/** Ring geometry for the requested capabilities; @p cap is rounded up to what the rings hold. */
+void size_queues(const hw::HcaCaps& caps, ibv_qp_cap& cap, SimQp& q) {
+  if (cap.max_send_sge == 0) cap.max_send_sge = 1;
+  if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
+  const uint32_t bbs = send_wqe_bbs(cap.max_send_sge, cap.max_inline_data);
+  q.sq_log = log2_ceil(std::max(1u, cap.max_send_wr) * bbs);
+  q.rq_log = log2_ceil(std::max(1u, cap.max_recv_wr));
+  q.rq_stride_log = log2_ceil(cap.max_recv_sge * uint32_t(sizeof(hw::DataSeg)));
+  if (q.rq_stride_log < 4) q.rq_stride_log = 4;
+  cap.max_send_wr = (1u << q.sq_log) / bbs;
+  cap.max_recv_wr = 1u << q.rq_log;
+  cap.max_recv_sge = (1u << q.rq_stride_log) / sizeof(hw::DataSeg);
+  cap.max_inline_data = std::min<uint32_t>(caps.max_inline_data, bbs * hw::kWqeBasicBlock - 3 * hw::kSegmentSize - uint32_t(sizeof(hw::InlineSeg)));
+  q.cap = cap;
+}
+
+void init_ibv_qp(ibv_qp& qp, ibv_pd* pd, const ibv_qp_init_attr& a, uint32_t qpn) {
+  qp.context = pd->context;
+  qp.qp_context = a.qp_context;
+  qp.pd = pd;
+  qp.send_cq = a.send_cq;
+  qp.recv_cq = a.recv_cq;
+  qp.srq = nullptr;
+  qp.handle = qpn;
+  qp.qp_num = qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = IBV_QPT_RC;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+}
+
 }  // namespace
 
 void QpEvents::async_event(hw::EqeType type) {
@@ -125,18 +208,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   q->ctx = c;
   q->spd = sim(pd);
   q->sq_sig_all = a->sq_sig_all != 0;
-  if (cap.max_send_sge == 0) cap.max_send_sge = 1;
-  if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
-  const uint32_t bbs = send_wqe_bbs(cap.max_send_sge, cap.max_inline_data);
-  q->sq_log = log2_ceil(std::max(1u, cap.max_send_wr) * bbs);
-  q->rq_log = log2_ceil(std::max(1u, cap.max_recv_wr));
-  q->rq_stride_log = log2_ceil(cap.max_recv_sge * uint32_t(sizeof(hw::DataSeg)));
-  if (q->rq_stride_log < 4) q->rq_stride_log = 4;
-  cap.max_send_wr = (1u << q->sq_log) / bbs;
-  cap.max_recv_wr = 1u << q->rq_log;
-  cap.max_recv_sge = (1u << q->rq_stride_log) / sizeof(hw::DataSeg);
-  cap.max_inline_data = std::min<uint32_t>(caps.max_inline_data, bbs * 64 - 48 - 4);
-  q->cap = cap;
+  size_queues(caps, cap, *q);
   q->sq = std::make_unique<QueueBuffer>(k.link(), k.iova(), uint64_t(hw::kWqeBasicBlock) << q->sq_log);
   q->rq = std::make_unique<QueueBuffer>(k.link(), k.iova(), uint64_t(1) << (q->rq_log + q->rq_stride_log));
   uint64_t dbrec_iova = 0;
@@ -171,26 +243,14 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     return nullptr;
   }
   q->qpn = mb.arg0;
-  ibv_qp& qp = q->qp;
-  qp.context = pd->context;
-  qp.qp_context = a->qp_context;
-  qp.pd = pd;
-  qp.send_cq = a->send_cq;
-  qp.recv_cq = a->recv_cq;
-  qp.srq = nullptr;
-  qp.handle = q->qpn;
-  qp.qp_num = q->qpn;
-  qp.state = IBV_QPS_RESET;
-  qp.qp_type = IBV_QPT_RC;
-  pthread_mutex_init(&qp.mutex, nullptr);
-  pthread_cond_init(&qp.cond, nullptr);
+  init_ibv_qp(q->qp, pd, *a, q->qpn);
   a->cap = cap;
   q->spd->users++;
   sim(a->send_cq)->users++;
   sim(a->recv_cq)->users++;
   register_qp(q);
   k.add_qp(q->qpn, &q->events);
-  return &qp;
+  return &q->qp;
 }
 
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
@@ -212,49 +272,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   const Transition t = rc_transition(cur, next);
   const int given = mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE);
   if (!t.valid || (given & t.req) != t.req || (given & ~(t.req | t.opt)) != 0) return fail(EINVAL);
-  // Values (ibv_modify_qp(3), IBTA field widths).
-  if ((mask & IBV_QP_PORT) && attr->port_num != 1) return fail(EINVAL);
-  if ((mask & IBV_QP_PKEY_INDEX) && attr->pkey_index != 0) return fail(EINVAL);
-  if ((mask & IBV_QP_PATH_MTU) && (attr->path_mtu < IBV_MTU_256 || attr->path_mtu > IBV_MTU_4096))
-    return fail(EINVAL);
-  if ((mask & IBV_QP_TIMEOUT) && attr->timeout > 31) return fail(EINVAL);
-  if ((mask & IBV_QP_RETRY_CNT) && attr->retry_cnt > 7) return fail(EINVAL);
-  if ((mask & IBV_QP_RNR_RETRY) && attr->rnr_retry > 7) return fail(EINVAL);
-  if ((mask & IBV_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31) return fail(EINVAL);
-  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr->max_rd_atomic > caps.max_qp_init_rd_atom) return fail(EINVAL);
-  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr->max_dest_rd_atomic > caps.max_qp_rd_atom) return fail(EINVAL);
-  if ((mask & IBV_QP_ACCESS_FLAGS) &&
-      (attr->qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                 IBV_ACCESS_REMOTE_ATOMIC)))
-    return fail(EINVAL);
-  if (mask & IBV_QP_AV) {
-    // RoCE: addresses are GIDs; a GRH is mandatory and the source GID must exist.
-    if (!attr->ah_attr.is_global || attr->ah_attr.grh.sgid_index > 1 || attr->ah_attr.port_num > 1)
-      return fail(EINVAL);
-  }
-  hw::Qpc in{};
-  in.state = uint8_t(next);
-  in.pkey_index = attr->pkey_index;
-  in.port = attr->port_num;
-  in.access_flags = attr->qp_access_flags;
-  if (mask & IBV_QP_AV) {
-    std::memcpy(in.path.dgid, attr->ah_attr.grh.dgid.raw, 16);
-    in.path.sgid_index = attr->ah_attr.grh.sgid_index;
-    in.path.hop_limit = attr->ah_attr.grh.hop_limit;
-    in.path.traffic_class = attr->ah_attr.grh.traffic_class;
-    in.path.flow_label = attr->ah_attr.grh.flow_label;
-  }
-  in.path_mtu_log = uint8_t(7 + attr->path_mtu);
-  in.dest_qpn = attr->dest_qp_num;
-  in.rq_psn = attr->rq_psn;
-  in.sq_psn = attr->sq_psn;
-  in.max_dest_rd_atomic = attr->max_dest_rd_atomic;
-  in.max_rd_atomic = attr->max_rd_atomic;
-  in.min_rnr_timer = attr->min_rnr_timer;
-  in.timeout = attr->timeout;
-  in.retry_cnt = attr->retry_cnt;
-  in.rnr_retry = attr->rnr_retry;
-  in.sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && attr->en_sqd_async_notify ? 1 : 0;
+  if (!attr_values_valid(*attr, mask, caps)) return fail(EINVAL);
+  const hw::Qpc in = qpc_from_attr(*attr, mask, next);
   hw::CmdMailbox mb{};
   mb.opcode = uint16_t(hw::CmdOpcode::ModifyQp);
   mb.arg0 = q->qpn;
@@ -372,113 +391,153 @@ static bool wqe_opcode(ibv_wr_opcode op, hw::WqeOpcode& out) {
   }
 }
 
+namespace {
+
+/** A send WR checked against ibv_post_send(3), with what building its WQE needs. */
+struct SendPlan {
+  hw::WqeOpcode op;
+  bool atomic;
+  bool inl;
+  uint32_t inline_len;
+};
+
+/** ibv_post_send(3)'s checks on one WR; 0 or the errno to return. */
+int validate_send_wr(const SimQp& q, const ibv_send_wr& wr, SendPlan& p) {
+  if (!wqe_opcode(wr.opcode, p.op)) return EINVAL;
+  p.atomic = p.op == hw::WqeOpcode::AtomicCmpSwap || p.op == hw::WqeOpcode::AtomicFetchAdd;
+  // An atomic returns the original 8 bytes into exactly one 8-byte SGE.
+  if (p.atomic && (wr.num_sge != 1 || wr.sg_list[0].length != 8)) return EINVAL;
+  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > q.cap.max_send_sge) return EINVAL;
+  p.inl = (wr.send_flags & IBV_SEND_INLINE) && p.op != hw::WqeOpcode::RdmaRead && !p.atomic;
+  p.inline_len = 0;
+  if (p.inl) {
+    for (int i = 0; i < wr.num_sge; ++i) p.inline_len += wr.sg_list[i].length;
+    if (p.inline_len > q.cap.max_inline_data) return EINVAL;
+  }
+  return 0;
+}
+
+/** Remote-address (and atomic) segments from segment @p seg on; returns the next segment. */
+uint32_t build_remote_segments(const ibv_send_wr& wr, const SendPlan& p, uint8_t* wqe, uint32_t seg) {
+  if (p.atomic) {
+    const bool cas = p.op == hw::WqeOpcode::AtomicCmpSwap;
+    hw::set_raddr_seg(*reinterpret_cast<hw::RaddrSeg*>(hw::wqe_segment(wqe, seg++)), wr.wr.atomic.remote_addr,
+                      wr.wr.atomic.rkey);
+    hw::set_atomic_seg(*reinterpret_cast<hw::AtomicSeg*>(hw::wqe_segment(wqe, seg++)),
+                       cas ? wr.wr.atomic.swap : wr.wr.atomic.compare_add, cas ? wr.wr.atomic.compare_add : 0);
+  } else if (p.op != hw::WqeOpcode::Send && p.op != hw::WqeOpcode::SendImm) {
+    hw::set_raddr_seg(*reinterpret_cast<hw::RaddrSeg*>(hw::wqe_segment(wqe, seg++)), wr.wr.rdma.remote_addr,
+                      wr.wr.rdma.rkey);
+  }
+  return seg;
+}
+
+/** Payload segments (inline bytes or one data segment per SGE) from @p seg; returns the next. */
+uint32_t build_payload_segments(const ibv_send_wr& wr, const SendPlan& p, uint8_t* wqe, uint32_t seg) {
+  if (p.inl) {
+    uint8_t* at = hw::wqe_segment(wqe, seg);
+    hw::set_inline_seg(*reinterpret_cast<hw::InlineSeg*>(at), p.inline_len);
+    uint32_t off = sizeof(hw::InlineSeg);
+    for (int i = 0; i < wr.num_sge; ++i) {
+      std::memcpy(at + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      off += wr.sg_list[i].length;
+    }
+    return seg + hw::inline_segments(p.inline_len);
+  }
+  for (int i = 0; i < wr.num_sge; ++i)
+    hw::set_data_seg(*reinterpret_cast<hw::DataSeg*>(hw::wqe_segment(wqe, seg++)), wr.sg_list[i].addr,
+                     wr.sg_list[i].length, wr.sg_list[i].lkey);
+  return seg;
+}
+
+uint8_t ctrl_flags_for(const SimQp& q, const ibv_send_wr& wr) {
+  return uint8_t(((wr.send_flags & IBV_SEND_SIGNALED) || q.sq_sig_all ? hw::kCtrlCqUpdate : 0) |
+                 (wr.send_flags & IBV_SEND_SOLICITED ? hw::kCtrlSolicited : 0) |
+                 (wr.send_flags & IBV_SEND_FENCE ? hw::kCtrlFence : 0));
+}
+
+/** Copy a staged WQE's @p nbb WQEBBs into the ring at the producer (the ring may wrap). */
+void copy_to_sq(SimQp& q, const uint8_t* wqe, uint32_t nbb) {
+  const uint32_t ring = 1u << q.sq_log;
+  for (uint32_t bb = 0; bb < nbb; ++bb)
+    std::memcpy(q.sq->data() + uint64_t((q.sq_head + bb) & (ring - 1)) * hw::kWqeBasicBlock,
+                wqe + bb * hw::kWqeBasicBlock, hw::kWqeBasicBlock);
+}
+
+void trace_post_send(HcaLink& link, const SimQp& q, const ibv_send_wr& wr, const SendPlan& p, uint32_t nbb,
+                     uint8_t flags) {
+  const auto f = trace::TraceFields()
+                     .set_wqe(q.sq_head)
+                     .set_count(nbb)
+                     .set_flag(trace::kTfSignaled, flags & hw::kCtrlCqUpdate)
+                     .set_flag(trace::kTfSolicited, flags & hw::kCtrlSolicited);
+  char buf[160];
+  snprintf(buf, sizeof buf, "post_send: %s len=%u -> SQ WQE %u (%u WQEBB)%s%s", wr_opcode_name(wr.opcode),
+           p.inl ? p.inline_len : (wr.num_sge ? wr.sg_list[0].length : 0), f.wqe, f.count,
+           f.has(trace::kTfSignaled) ? " signaled" : "", f.has(trace::kTfSolicited) ? " solicited" : "");
+  link.trace(trace::TraceKind::Post, q.qpn, true, wr.wr_id, f, buf);
+}
+
+/** Validate one WR, build its WQE and place it in the SQ; 0 or the errno for ibv_post_send. */
+int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr) {
+  SendPlan p;
+  if (int e = validate_send_wr(q, wr, p)) return e;
+  uint8_t wqe[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock] = {};
+  uint32_t ds = build_remote_segments(wr, p, wqe, 1);
+  ds = build_payload_segments(wr, p, wqe, ds);
+  const uint32_t nbb = hw::wqe_bbs_for_segments(ds);
+  const uint16_t used = uint16_t(q.sq_head - q.sq_tail.load(std::memory_order_acquire));
+  if (used + nbb > (1u << q.sq_log)) return ENOMEM;  // send queue full
+  const uint8_t flags = ctrl_flags_for(q, wr);
+  const bool imm = p.op == hw::WqeOpcode::SendImm || p.op == hw::WqeOpcode::RdmaWriteImm;
+  hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags, imm ? wr.imm_data : 0);
+  copy_to_sq(q, wqe, nbb);
+  const uint32_t slot = q.sq_head & ((1u << q.sq_log) - 1);
+  q.sq_wrid[slot] = wr.wr_id;
+  q.sq_nbb[slot] = uint8_t(nbb);
+  if (link.trace_on()) trace_post_send(link, q, wr, p, nbb, flags);
+  q.sq_head = uint16_t(q.sq_head + nbb);
+  return 0;
+}
+
+/** Doorbell record first (the device may re-read it), then the MMIO doorbell. */
+void ring_sq_doorbell(SimQp& q, HcaLink& link, uint16_t producer) {
+  hw::qp_dbrec_set_sq(*q.dbrec, producer);
+  link.mmio_write64(hw::kUarSqDoorbell, hw::sq_doorbell_value(q.qpn, producer));
+}
+
+/** Write one receive WR into RQ slot @p slot: its SGEs, then a terminator if there is room. */
+void write_recv_wqe(SimQp& q, const ibv_recv_wr& wr) {
+  const uint32_t stride = 1u << q.rq_stride_log;
+  const uint32_t max_sge = stride / sizeof(hw::DataSeg);
+  auto* slot = reinterpret_cast<hw::DataSeg*>(q.rq->data() +
+                                              uint64_t(q.rq_head & ((1u << q.rq_log) - 1)) * stride);
+  for (int i = 0; i < wr.num_sge; ++i)
+    hw::set_data_seg(slot[i], wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey);
+  if (uint32_t(wr.num_sge) < max_sge) hw::set_recv_terminator(slot[wr.num_sge]);
+}
+
+void trace_post_recv(HcaLink& link, const SimQp& q, const ibv_recv_wr& wr) {
+  const auto f = trace::TraceFields().set_wqe(q.rq_head).set_count(uint32_t(wr.num_sge)).set_flag(trace::kTfRq);
+  char buf[128];
+  snprintf(buf, sizeof buf, "post_recv: %d SGE(s) -> RQ WQE %u", wr.num_sge, f.wqe);
+  link.trace(trace::TraceKind::Post, q.qpn, true, wr.wr_id, f, buf);
+}
+
+}  // namespace
+
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   SimQp* q = sim(ibqp);
   HcaLink& link = *q->ctx->sdev->link;
   std::lock_guard<std::mutex> g(q->sq_mu);
-  const uint32_t ring = 1u << q->sq_log;
-  uint8_t* base = q->sq->data();
-  int err = 0;
   const uint16_t start = q->sq_head;
   // ibv_post_send(3): the QP must be able to send (RTS, or later states that flush).
   const ibv_qp_state st = ibqp->state;
-  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) err = EINVAL;
-  for (; wr && !err; wr = wr->next) {
-    hw::WqeOpcode op;
-    if (!wqe_opcode(wr->opcode, op)) {
-      err = EINVAL;
-      break;
-    }
-    const bool atomic = op == hw::WqeOpcode::AtomicCmpSwap || op == hw::WqeOpcode::AtomicFetchAdd;
-    // ibv_post_send(3): an atomic returns the original 8 bytes into exactly one 8-byte SGE.
-    if (atomic && (wr->num_sge != 1 || wr->sg_list[0].length != 8)) {
-      err = EINVAL;
-      break;
-    }
-    const bool inl = (wr->send_flags & IBV_SEND_INLINE) && op != hw::WqeOpcode::RdmaRead && !atomic;
-    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_send_sge) {
-      err = EINVAL;
-      break;
-    }
-    uint32_t inline_len = 0;
-    if (inl) {
-      for (int i = 0; i < wr->num_sge; ++i) inline_len += wr->sg_list[i].length;
-      if (inline_len > q->cap.max_inline_data) {
-        err = EINVAL;
-        break;
-      }
-    }
-    // Build the WQE in a staging area, then copy its WQEBBs into the ring (which may wrap).
-    uint8_t wqe[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock] = {};
-    uint32_t seg = 1;
-    if (atomic) {
-      hw::RaddrSeg r{hw::to_be64(wr->wr.atomic.remote_addr), hw::to_be32(wr->wr.atomic.rkey), 0};
-      std::memcpy(wqe + 16 * seg++, &r, sizeof r);
-      const bool cas = op == hw::WqeOpcode::AtomicCmpSwap;
-      hw::AtomicSeg as{hw::to_be64(cas ? wr->wr.atomic.swap : wr->wr.atomic.compare_add),
-                       hw::to_be64(cas ? wr->wr.atomic.compare_add : 0)};
-      std::memcpy(wqe + 16 * seg++, &as, sizeof as);
-    } else if (op != hw::WqeOpcode::Send && op != hw::WqeOpcode::SendImm) {
-      hw::RaddrSeg r{hw::to_be64(wr->wr.rdma.remote_addr), hw::to_be32(wr->wr.rdma.rkey), 0};
-      std::memcpy(wqe + 16 * seg++, &r, sizeof r);
-    }
-    if (inl) {
-      const uint32_t hdr = hw::to_be32(inline_len | hw::kInlineFlag);
-      uint8_t* p = wqe + 16 * seg;
-      std::memcpy(p, &hdr, 4);
-      uint32_t off = 4;
-      for (int i = 0; i < wr->num_sge; ++i) {
-        std::memcpy(p + off, reinterpret_cast<const void*>(wr->sg_list[i].addr), wr->sg_list[i].length);
-        off += wr->sg_list[i].length;
-      }
-      seg += (off + 15) / 16;
-    } else {
-      for (int i = 0; i < wr->num_sge; ++i) {
-        hw::DataSeg d{hw::to_be32(wr->sg_list[i].length), hw::to_be32(wr->sg_list[i].lkey),
-                      hw::to_be64(wr->sg_list[i].addr)};
-        std::memcpy(wqe + 16 * seg++, &d, sizeof d);
-      }
-    }
-    const uint32_t nbb = (seg * 16 + 63) / 64;
-    const uint16_t used = uint16_t(q->sq_head - q->sq_tail.load(std::memory_order_acquire));
-    if (used + nbb > ring) {
-      err = ENOMEM;  // send queue full
-      break;
-    }
-    hw::CtrlSeg ctrl{};
-    ctrl.opmod_idx_opcode = hw::to_be32(hw::ctrl_opmod_idx_opcode(q->sq_head, op));
-    ctrl.qpn_ds = hw::to_be32(hw::ctrl_qpn_ds(q->qpn, seg));
-    ctrl.fm_ce_se = uint8_t(((wr->send_flags & IBV_SEND_SIGNALED) || q->sq_sig_all ? hw::kCtrlCqUpdate : 0) |
-                            (wr->send_flags & IBV_SEND_SOLICITED ? hw::kCtrlSolicited : 0) |
-                            (wr->send_flags & IBV_SEND_FENCE ? hw::kCtrlFence : 0));
-    if (op == hw::WqeOpcode::SendImm || op == hw::WqeOpcode::RdmaWriteImm) ctrl.imm = wr->imm_data;
-    std::memcpy(wqe, &ctrl, sizeof ctrl);
-    for (uint32_t bb = 0; bb < nbb; ++bb)
-      std::memcpy(base + uint64_t((q->sq_head + bb) & (ring - 1)) * hw::kWqeBasicBlock,
-                  wqe + bb * hw::kWqeBasicBlock, hw::kWqeBasicBlock);
-    q->sq_wrid[q->sq_head & (ring - 1)] = wr->wr_id;
-    q->sq_nbb[q->sq_head & (ring - 1)] = uint8_t(nbb);
-    if (link.trace_on()) {
-      char buf[160];
-      snprintf(buf, sizeof buf, "post_send: %s len=%u -> SQ WQE %u (%u WQEBB)%s%s", wr_opcode_name(wr->opcode),
-               inl ? inline_len : (wr->num_sge ? wr->sg_list[0].length : 0), q->sq_head, nbb,
-               (ctrl.fm_ce_se & hw::kCtrlCqUpdate) ? " signaled" : "",
-               (ctrl.fm_ce_se & hw::kCtrlSolicited) ? " solicited" : "");
-      const auto f = trace::TraceFields()
-                         .set_wqe(q->sq_head)
-                         .set_count(nbb)
-                         .set_flag(trace::kTfSignaled, ctrl.fm_ce_se & hw::kCtrlCqUpdate)
-                         .set_flag(trace::kTfSolicited, ctrl.fm_ce_se & hw::kCtrlSolicited);
-      link.trace(trace::TraceKind::Post, q->qpn, true, wr->wr_id, f, buf);
-    }
-    q->sq_head = uint16_t(q->sq_head + nbb);
-  }
+  int err = st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR ? EINVAL : 0;
+  for (; wr && !err; wr = wr->next)
+    if ((err = post_one_send(*q, link, *wr))) break;
   if (err && bad) *bad = wr;
-  if (q->sq_head != start) {
-    // Doorbell record first (the device may re-read it), then the MMIO doorbell.
-    __atomic_store_n(&q->dbrec->sq_counter, hw::to_be32(q->sq_head), __ATOMIC_RELEASE);
-    link.mmio_write64(hw::kUarSqDoorbell, hw::sq_doorbell_value(q->qpn, q->sq_head));
-  }
+  if (q->sq_head != start) ring_sq_doorbell(*q, link, q->sq_head);
   return err;
 }
 
@@ -486,45 +545,27 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   SimQp* q = sim(ibqp);
   HcaLink& link = *q->ctx->sdev->link;
   std::lock_guard<std::mutex> g(q->rq_mu);
-  const uint32_t ring = 1u << q->rq_log;
-  const uint32_t stride = 1u << q->rq_stride_log;
-  const uint32_t max_sge = stride / sizeof(hw::DataSeg);
   int err = ibqp->state == IBV_QPS_RESET ? EINVAL : 0;  // ibv_post_recv(3): not in RESET
   const uint16_t start = q->rq_head;
   for (; wr && !err; wr = wr->next) {
-    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_recv_sge) {
+    if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_recv_sge)
       err = EINVAL;
-      break;
-    }
-    if (uint16_t(q->rq_head - q->rq_tail.load(std::memory_order_acquire)) >= ring) {
+    else if (uint16_t(q->rq_head - q->rq_tail.load(std::memory_order_acquire)) >= (1u << q->rq_log))
       err = ENOMEM;
-      break;
-    }
-    auto* slot = reinterpret_cast<hw::DataSeg*>(q->rq->data() + uint64_t(q->rq_head & (ring - 1)) * stride);
-    for (int i = 0; i < wr->num_sge; ++i)
-      slot[i] = hw::DataSeg{hw::to_be32(wr->sg_list[i].length), hw::to_be32(wr->sg_list[i].lkey),
-                            hw::to_be64(wr->sg_list[i].addr)};
-    if (uint32_t(wr->num_sge) < max_sge) slot[wr->num_sge] = hw::DataSeg{0, hw::to_be32(hw::kInvalidLkey), 0};
-    q->rq_wrid[q->rq_head & (ring - 1)] = wr->wr_id;
-    if (link.trace_on()) {
-      char buf[128];
-      snprintf(buf, sizeof buf, "post_recv: %d SGE(s) -> RQ WQE %u", wr->num_sge, q->rq_head);
-      const auto f = trace::TraceFields().set_wqe(q->rq_head).set_count(uint32_t(wr->num_sge)).set_flag(trace::kTfRq);
-      link.trace(trace::TraceKind::Post, q->qpn, true, wr->wr_id, f, buf);
-    }
+    if (err) break;
+    write_recv_wqe(*q, *wr);
+    q->rq_wrid[q->rq_head & ((1u << q->rq_log) - 1)] = wr->wr_id;
+    if (link.trace_on()) trace_post_recv(link, *q, *wr);
     ++q->rq_head;
   }
   if (err && bad) *bad = wr;
-  if (q->rq_head != start) {
-    __atomic_store_n(&q->dbrec->rq_counter, hw::to_be32(q->rq_head), __ATOMIC_RELEASE);
-    // Receives posted to a QP in ERR complete with a flush error (IBTA 10.3.1). The HCA reads
-    // the RQ doorbell record only when a request arrives, which never happens in ERR: ring the
-    // SQ doorbell (same producer index) so it looks at the QP and flushes them.
-    if (ibqp->state == IBV_QPS_ERR) {
-      const uint16_t sq_pi = uint16_t(hw::from_be32(__atomic_load_n(&q->dbrec->sq_counter, __ATOMIC_ACQUIRE)));
-      link.mmio_write64(hw::kUarSqDoorbell, hw::sq_doorbell_value(q->qpn, sq_pi));
-    }
-  }
+  if (q->rq_head == start) return err;
+  hw::qp_dbrec_set_rq(*q->dbrec, q->rq_head);
+  // Receives posted to a QP in ERR complete with a flush error (IBTA 10.3.1). The HCA reads
+  // the RQ doorbell record only when a request arrives, which never happens in ERR: ring the
+  // SQ doorbell (same producer index) so it looks at the QP and flushes them.
+  if (ibqp->state == IBV_QPS_ERR)
+    link.mmio_write64(hw::kUarSqDoorbell, hw::sq_doorbell_value(q->qpn, hw::qp_dbrec_sq(*q->dbrec)));
   return err;
 }
 

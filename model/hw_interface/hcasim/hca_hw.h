@@ -507,6 +507,12 @@ constexpr uint8_t cqe_owner(uint8_t op_own) { return op_own & 1; }
 constexpr bool cqe_ready(uint8_t op_own, uint32_t ci, uint32_t log_size) {
   return cqe_opcode(op_own) != CqeOpcode::Invalid && cqe_owner(op_own) == cqe_owner_for(ci, log_size);
 }
+/** @brief Load the last byte of the CQE at @p cqe (acquire: the rest of the CQE is visible after it). */
+inline uint8_t cqe_load_op_own(const uint8_t* cqe) {
+  return __atomic_load_n(cqe + offsetof(Cqe, op_own), __ATOMIC_ACQUIRE);
+}
+/** @brief Hand the CQE at @p cqe to hardware before first use (cqe_initial_op_own()). */
+inline void cqe_init(uint8_t* cqe) { cqe[offsetof(Cqe, op_own)] = cqe_initial_op_own(); }
 /** @brief Values of a CQE, host order (what hardware writes and software reads). */
 struct CqeFields {
   CqeOpcode opcode = CqeOpcode::Req;
@@ -565,6 +571,12 @@ inline void set_eqe(Eqe& e, EqeType type, uint32_t resource, uint64_t timestamp_
   e.timestamp = to_be64(timestamp_ns);
   e.owner = owner & 1;
 }
+/** @brief Load the owner byte of the EQE at @p eqe (acquire: the rest is visible after it). */
+inline uint8_t eqe_load_owner(const uint8_t* eqe) {
+  return __atomic_load_n(eqe + offsetof(Eqe, owner), __ATOMIC_ACQUIRE);
+}
+/** @brief Hand the EQE at @p eqe to hardware before first use. */
+inline void eqe_init(uint8_t* eqe) { eqe[offsetof(Eqe, owner)] = eqe_initial_owner(); }
 inline EqeType eqe_type(const Eqe& e) { return EqeType(e.type); }
 inline uint32_t eqe_resource(const Eqe& e) { return from_be32(e.resource); }
 inline uint64_t eqe_timestamp_ns(const Eqe& e) { return from_be64(e.timestamp); }
