@@ -9,10 +9,9 @@
 namespace hcasim::drv {
 
 KernelDevice::KernelDevice(HcaLink& link) : link_(link), dbrecs_(link, iova_) {
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::QueryHcaCap);
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::QueryHcaCap);
   if (command(mb) != 0) return;
-  std::memcpy(&caps_, mb.out, sizeof caps_);
+  caps_ = hw::cmd_out<hw::HcaCaps>(mb);
   // One EQ carries completion and asynchronous events; its interrupt drives event delivery.
   eq_ = std::make_unique<QueueBuffer>(link_, iova_, (1u << eq_log_) * hw::kEqeSize);
   if (!eq_->ok()) return;
@@ -22,9 +21,7 @@ KernelDevice::KernelDevice(HcaLink& link) : link_(link), dbrecs_(link, iova_) {
   eqc.buf = eq_->desc();
   // EQEs start owned by hardware: owner bit 1 until the first pass writes 0.
   for (uint32_t i = 0; i < (1u << eq_log_); ++i) hw::eqe_init(eq_->data() + uint64_t(i) * hw::kEqeSize);
-  hw::CmdMailbox c{};
-  c.opcode = uint16_t(hw::CmdOpcode::CreateEq);
-  std::memcpy(c.in, &eqc, sizeof eqc);
+  hw::CmdMailbox c = hw::make_cmd(hw::CmdOpcode::CreateEq, eqc);
   if (command(c) != 0) return;
   eqn_ = c.arg0;
   link_.set_irq_handler([this](uint32_t v) { isr(v); });

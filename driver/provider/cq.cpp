@@ -118,9 +118,7 @@ ibv_cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chan
   cqc.log_size = uint8_t(log);
   cqc.buf = q->ring->desc();
   cqc.dbrec_addr = dbrec_iova;
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::CreateCq);
-  std::memcpy(mb.in, &cqc, sizeof cqc);
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::CreateCq, cqc);
   if (int e = k.command(mb)) {
     k.dbrecs().free(q->dbrec);
     delete q;
@@ -153,9 +151,7 @@ int destroy_cq(ibv_cq* cq) {
   }
   KernelDevice& k = *q->ctx->kdev;
   k.remove_cq(q->cqn);
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::DestroyCq);
-  mb.arg0 = q->cqn;
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DestroyCq, q->cqn);
   k.command(mb);
   if (q->channel) {
     std::lock_guard<std::mutex> g(q->channel->mu);

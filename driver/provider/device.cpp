@@ -214,8 +214,7 @@ int query_pkey(ibv_context*, uint8_t port, int index, __be16* pkey) {
 }
 
 ibv_pd* alloc_pd(ibv_context* context) {
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::AllocPd);
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::AllocPd);
   if (int e = sim(context)->kdev->command(mb)) {
     errno = e;
     return nullptr;
@@ -230,9 +229,7 @@ ibv_pd* alloc_pd(ibv_context* context) {
 int dealloc_pd(ibv_pd* pd) {
   SimPd* p = sim(pd);
   if (p->users.load()) return set_errno(EBUSY);
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::DeallocPd);
-  mb.arg0 = p->pdn;
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DeallocPd, p->pdn);
   if (int e = sim(pd->context)->kdev->command(mb)) return set_errno(e);
   delete p;
   return 0;
@@ -261,9 +258,7 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   m.length = length;
   m.access = access & 0xf;
   m.pages = region->desc();
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::CreateMkey);
-  std::memcpy(mb.in, &m, sizeof m);
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::CreateMkey, m);
   if (int e = k.command(mb)) {
     errno = e;
     return nullptr;
@@ -283,9 +278,7 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
 
 int dereg_mr(ibv_mr* mr) {
   SimMr* r = sim(mr);
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::DestroyMkey);
-  mb.arg0 = mr->lkey;
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DestroyMkey, mr->lkey);
   if (int e = sim(mr->context)->kdev->command(mb)) return set_errno(e);
   sim(mr->pd)->users--;
   delete r;

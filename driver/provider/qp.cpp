@@ -233,9 +233,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qpc.sq_buf = q->sq->desc();
   qpc.rq_buf = q->rq->desc();
   qpc.dbrec_addr = dbrec_iova;
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::CreateQp);
-  std::memcpy(mb.in, &qpc, sizeof qpc);
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::CreateQp, qpc);
   if (int e = k.command(mb)) {
     k.dbrecs().free(q->dbrec);
     delete q;
@@ -258,14 +256,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   KernelDevice& k = *q->ctx->kdev;
   const hw::HcaCaps& caps = k.caps();
   // The device may have moved the QP to ERR on its own; start from its view.
-  hw::CmdMailbox qm{};
-  qm.opcode = uint16_t(hw::CmdOpcode::QueryQp);
-  qm.arg0 = q->qpn;
-  if (k.command(qm) == 0) {
-    hw::Qpc cur;
-    std::memcpy(&cur, qm.out, sizeof cur);
-    ibqp->state = ibv_qp_state(cur.state);
-  }
+  hw::CmdMailbox qm = hw::make_cmd(hw::CmdOpcode::QueryQp, q->qpn);
+  if (k.command(qm) == 0) ibqp->state = ibv_qp_state(hw::cmd_out<hw::Qpc>(qm).state);
   const ibv_qp_state cur = ibqp->state;
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return fail(EINVAL);
   const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
@@ -274,11 +266,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (!t.valid || (given & t.req) != t.req || (given & ~(t.req | t.opt)) != 0) return fail(EINVAL);
   if (!attr_values_valid(*attr, mask, caps)) return fail(EINVAL);
   const hw::Qpc in = qpc_from_attr(*attr, mask, next);
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::ModifyQp);
-  mb.arg0 = q->qpn;
-  mb.arg1 = uint32_t(mask | IBV_QP_STATE);
-  std::memcpy(mb.in, &in, sizeof in);
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::ModifyQp, in, q->qpn, uint32_t(mask | IBV_QP_STATE));
   if (int e = k.command(mb)) return fail(e);
   if (next == IBV_QPS_RESET) {  // rings restart from zero, as the hardware's did
     std::lock_guard<std::mutex> gs(q->sq_mu);
@@ -295,12 +283,9 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
 
 int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* init) {
   SimQp* q = sim(ibqp);
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::QueryQp);
-  mb.arg0 = q->qpn;
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::QueryQp, q->qpn);
   if (int e = q->ctx->kdev->command(mb)) return fail(e);
-  hw::Qpc c;
-  std::memcpy(&c, mb.out, sizeof c);
+  const hw::Qpc c = hw::cmd_out<hw::Qpc>(mb);
   std::memset(attr, 0, sizeof *attr);
   attr->qp_state = ibv_qp_state(c.state);
   attr->cur_qp_state = attr->qp_state;
@@ -344,9 +329,7 @@ int destroy_qp(ibv_qp* ibqp) {
   KernelDevice& k = *q->ctx->kdev;
   k.remove_qp(q->qpn);
   unregister_qp(q);
-  hw::CmdMailbox mb{};
-  mb.opcode = uint16_t(hw::CmdOpcode::DestroyQp);
-  mb.arg0 = q->qpn;
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DestroyQp, q->qpn);
   if (int e = k.command(mb)) return fail(e);
   q->spd->users--;
   sim(ibqp->send_cq)->users--;

@@ -221,5 +221,27 @@ TEST(HwAccessors, PortGidsAsTheKernelDerivesThem) {
   EXPECT_EQ(0, std::memcmp(g, mapped, 16));
 }
 
+TEST(HwAccessors, CommandMailboxCarriesItsInputAndOutputStructures) {
+  Qpc in{};
+  in.qpn = 0x123;
+  in.dest_qpn = 0x456;
+  in.path.dgid[15] = 9;
+  CmdMailbox mb = make_cmd(CmdOpcode::ModifyQp, in, 0x123, 0x81);
+  EXPECT_EQ(mb.opcode, uint16_t(CmdOpcode::ModifyQp));
+  EXPECT_EQ(mb.arg0, 0x123u);
+  EXPECT_EQ(mb.arg1, 0x81u);
+  const Qpc seen = cmd_in<Qpc>(mb);  // what the device reads
+  EXPECT_EQ(seen.dest_qpn, 0x456u);
+  EXPECT_EQ(seen.path.dgid[15], 9);
+  HcaCaps caps{};
+  caps.max_qp = 77;
+  set_cmd_out(mb, caps);
+  EXPECT_EQ(cmd_out<HcaCaps>(mb).max_qp, 77u);  // what the driver reads back
+  const CmdMailbox bare = make_cmd(CmdOpcode::DestroyCq, 5);
+  EXPECT_EQ(bare.arg0, 5u);
+  EXPECT_EQ(bare.arg1, 0u);
+  EXPECT_EQ(bare.in[0], 0);
+}
+
 }  // namespace
 }  // namespace hcasim::hw

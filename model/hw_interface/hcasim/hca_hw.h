@@ -651,6 +651,46 @@ inline void port_gid(uint32_t index, const uint8_t mac[6], uint32_t ipv4, uint8_
     gid_from_ipv4(ipv4, gid);
 }
 
+// Command mailboxes: the driver builds them, the device reads its input and writes its output.
+/** @brief A mailbox for @p op acting on @p arg0 (and @p arg1), with no input structure. */
+inline CmdMailbox make_cmd(CmdOpcode op, uint32_t arg0 = 0, uint32_t arg1 = 0) {
+  CmdMailbox mb{};
+  mb.opcode = uint16_t(op);
+  mb.arg0 = arg0;
+  mb.arg1 = arg1;
+  return mb;
+}
+/** @brief A mailbox for @p op whose input is the structure @p in (a context: Qpc, Cqc, ...). */
+template <typename T>
+inline CmdMailbox make_cmd(CmdOpcode op, const T& in, uint32_t arg0 = 0, uint32_t arg1 = 0) {
+  static_assert(sizeof(T) <= sizeof(CmdMailbox::in), "command input larger than the mailbox");
+  CmdMailbox mb = make_cmd(op, arg0, arg1);
+  std::memcpy(mb.in, &in, sizeof in);
+  return mb;
+}
+/** @brief The command's input structure (device side). */
+template <typename T>
+inline T cmd_in(const CmdMailbox& mb) {
+  static_assert(sizeof(T) <= sizeof(CmdMailbox::in), "command input larger than the mailbox");
+  T v;
+  std::memcpy(&v, mb.in, sizeof v);
+  return v;
+}
+/** @brief Write the command's output structure (device side). */
+template <typename T>
+inline void set_cmd_out(CmdMailbox& mb, const T& out) {
+  static_assert(sizeof(T) <= sizeof(CmdMailbox::out), "command output larger than the mailbox");
+  std::memcpy(mb.out, &out, sizeof out);
+}
+/** @brief The command's output structure (driver side). */
+template <typename T>
+inline T cmd_out(const CmdMailbox& mb) {
+  static_assert(sizeof(T) <= sizeof(CmdMailbox::out), "command output larger than the mailbox");
+  T v;
+  std::memcpy(&v, mb.out, sizeof v);
+  return v;
+}
+
 // ---------------------------------------------------------------- layout pins
 static_assert(sizeof(CtrlSeg) == 16);
 static_assert(sizeof(RaddrSeg) == 16);
