@@ -21,7 +21,7 @@ KernelDevice::KernelDevice(HcaLink& link) : link_(link), dbrecs_(link, iova_) {
   eqc.buf = eq_->desc();
   // EQEs start owned by hardware: owner bit 1 until the first pass writes 0.
   for (uint32_t i = 0; i < (1u << eq_log_); ++i) hw::eqe_init(eq_->data() + uint64_t(i) * hw::kEqeSize);
-  hw::CmdMailbox c = hw::make_cmd(hw::CmdOpcode::CreateEq, eqc);
+  hw::CmdMailbox c = hw::make_cmd_with(hw::CmdOpcode::CreateEq, eqc);
   if (command(c) != 0) return;
   eqn_ = c.arg0;
   link_.set_irq_handler([this](uint32_t v) { isr(v); });

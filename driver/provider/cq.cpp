@@ -118,7 +118,7 @@ ibv_cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chan
   cqc.log_size = uint8_t(log);
   cqc.buf = q->ring->desc();
   cqc.dbrec_addr = dbrec_iova;
-  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::CreateCq, cqc);
+  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateCq, cqc);
   if (int e = k.command(mb)) {
     k.dbrecs().free(q->dbrec);
     delete q;

@@ -258,7 +258,7 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   m.length = length;
   m.access = access & 0xf;
   m.pages = region->desc();
-  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::CreateMkey, m);
+  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateMkey, m);
   if (int e = k.command(mb)) {
     errno = e;
     return nullptr;

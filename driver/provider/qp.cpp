@@ -233,7 +233,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qpc.sq_buf = q->sq->desc();
   qpc.rq_buf = q->rq->desc();
   qpc.dbrec_addr = dbrec_iova;
-  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::CreateQp, qpc);
+  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateQp, qpc);
   if (int e = k.command(mb)) {
     k.dbrecs().free(q->dbrec);
     delete q;
@@ -266,7 +266,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (!t.valid || (given & t.req) != t.req || (given & ~(t.req | t.opt)) != 0) return fail(EINVAL);
   if (!attr_values_valid(*attr, mask, caps)) return fail(EINVAL);
   const hw::Qpc in = qpc_from_attr(*attr, mask, next);
-  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::ModifyQp, in, q->qpn, uint32_t(mask | IBV_QP_STATE));
+  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::ModifyQp, in, q->qpn, uint32_t(mask | IBV_QP_STATE));
   if (int e = k.command(mb)) return fail(e);
   if (next == IBV_QPS_RESET) {  // rings restart from zero, as the hardware's did
     std::lock_guard<std::mutex> gs(q->sq_mu);

@@ -226,7 +226,7 @@ TEST(HwAccessors, CommandMailboxCarriesItsInputAndOutputStructures) {
   in.qpn = 0x123;
   in.dest_qpn = 0x456;
   in.path.dgid[15] = 9;
-  CmdMailbox mb = make_cmd(CmdOpcode::ModifyQp, in, 0x123, 0x81);
+  CmdMailbox mb = make_cmd_with(CmdOpcode::ModifyQp, in, 0x123, 0x81);
   EXPECT_EQ(mb.opcode, uint16_t(CmdOpcode::ModifyQp));
   EXPECT_EQ(mb.arg0, 0x123u);
   EXPECT_EQ(mb.arg1, 0x81u);

@@ -662,7 +662,7 @@ inline CmdMailbox make_cmd(CmdOpcode op, uint32_t arg0 = 0, uint32_t arg1 = 0) {
 }
 /** @brief A mailbox for @p op whose input is the structure @p in (a context: Qpc, Cqc, ...). */
 template <typename T>
-inline CmdMailbox make_cmd(CmdOpcode op, const T& in, uint32_t arg0 = 0, uint32_t arg1 = 0) {
+inline CmdMailbox make_cmd_with(CmdOpcode op, const T& in, uint32_t arg0 = 0, uint32_t arg1 = 0) {
   static_assert(sizeof(T) <= sizeof(CmdMailbox::in), "command input larger than the mailbox");
   CmdMailbox mb = make_cmd(op, arg0, arg1);
   std::memcpy(mb.in, &in, sizeof in);
