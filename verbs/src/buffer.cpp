@@ -24,20 +24,18 @@ MemoryRegion::~MemoryRegion() {
   if (mr_) ibv_dereg_mr(mr_);
 }
 
-SendBuffer::SendBuffer(Pair* pair, uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset, size_t size)
+SlotBuffer::SlotBuffer(Pair* pair, uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset, size_t size)
     : pair_(pair), slot_(slot), mr_(std::move(mr)), offset_(offset), size_(size) {}
+void* SlotBuffer::ptr() const { return static_cast<uint8_t*>(mr_->ptr()) + offset_; }
+
 SendBuffer::~SendBuffer() { pair_->removeSendBuffer(this); }
 void SendBuffer::send(size_t offset, size_t length, size_t roffset) { pair_->sendWrite(this, offset, length, roffset); }
 void SendBuffer::waitSend(std::optional<std::chrono::milliseconds> timeout) { pair_->waitSend(this, timeout); }
 uint64_t SendBuffer::outstanding() const { return pair_->outstanding(this); }
-void* SendBuffer::ptr() const { return static_cast<uint8_t*>(mr_->ptr()) + offset_; }
 
-RecvBuffer::RecvBuffer(Pair* pair, uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset, size_t size)
-    : pair_(pair), slot_(slot), mr_(std::move(mr)), offset_(offset), size_(size) {}
 RecvBuffer::~RecvBuffer() { pair_->removeRecvBuffer(this); }
 void RecvBuffer::grant(uint32_t count) { pair_->grant(this, count); }
 uint32_t RecvBuffer::waitRecv(std::optional<std::chrono::milliseconds> timeout) { return pair_->waitRecv(this, timeout); }
 uint64_t RecvBuffer::ready() const { return pair_->ready(this); }
-void* RecvBuffer::ptr() const { return static_cast<uint8_t*>(mr_->ptr()) + offset_; }
 
 }  // namespace hcasim::verbs

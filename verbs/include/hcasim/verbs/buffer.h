@@ -51,12 +51,30 @@ class MemoryRegion {
   ibv_mr* mr_ = nullptr;
 };
 
+/** @brief What both sides of a slot are: [offset, offset+size) of a memory region, on a pair. */
+class SlotBuffer {
+ public:
+  SlotBuffer(const SlotBuffer&) = delete;
+  SlotBuffer& operator=(const SlotBuffer&) = delete;
+
+  uint32_t slot() const { return slot_; }
+  size_t size() const { return size_; }
+  void* ptr() const;
+
+ protected:
+  friend class Pair;
+  SlotBuffer(Pair* pair, uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset, size_t size);
+  ~SlotBuffer() = default;
+  Pair* pair_;
+  uint32_t slot_;
+  std::shared_ptr<MemoryRegion> mr_;
+  size_t offset_, size_;
+};
+
 /** @brief The sending side of a slot: [offset, offset+size) of a memory region. */
-class SendBuffer {
+class SendBuffer : public SlotBuffer {
  public:
   ~SendBuffer();  ///< waits (bounded by the pair timeout) for outstanding sends
-  SendBuffer(const SendBuffer&) = delete;
-  SendBuffer& operator=(const SendBuffer&) = delete;
 
   /**
    * @brief Writes @p length bytes at @p offset of this buffer to @p roffset of the peer's
@@ -69,25 +87,15 @@ class SendBuffer {
   /** @brief Sends issued and not completed yet. */
   uint64_t outstanding() const;
 
-  uint32_t slot() const { return slot_; }
-  size_t size() const { return size_; }
-  void* ptr() const;
-
  private:
   friend class Pair;
-  SendBuffer(Pair* pair, uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset, size_t size);
-  Pair* pair_;
-  uint32_t slot_;
-  std::shared_ptr<MemoryRegion> mr_;
-  size_t offset_, size_;
+  using SlotBuffer::SlotBuffer;
 };
 
 /** @brief The receiving side of a slot: [offset, offset+size) of a memory region. */
-class RecvBuffer {
+class RecvBuffer : public SlotBuffer {
  public:
   ~RecvBuffer();
-  RecvBuffer(const RecvBuffer&) = delete;
-  RecvBuffer& operator=(const RecvBuffer&) = delete;
 
   /** @brief Lets the peer send @p count more writes into this buffer. */
   void grant(uint32_t count = 1);
@@ -96,17 +104,9 @@ class RecvBuffer {
   /** @brief Writes that arrived and were not taken by waitRecv() yet. */
   uint64_t ready() const;
 
-  uint32_t slot() const { return slot_; }
-  size_t size() const { return size_; }
-  void* ptr() const;
-
  private:
   friend class Pair;
-  RecvBuffer(Pair* pair, uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset, size_t size);
-  Pair* pair_;
-  uint32_t slot_;
-  std::shared_ptr<MemoryRegion> mr_;
-  size_t offset_, size_;
+  using SlotBuffer::SlotBuffer;
 };
 
 }  // namespace hcasim::verbs
