@@ -24,6 +24,17 @@ void reduceTyped(void* dst, const void* src, size_t n, ReduceOp op) {
   }
 }
 
+/** Integers wrap on overflow (two's complement), as hardware reducers do: sum and product are
+ *  computed in the unsigned type of the same width, where overflow is defined. */
+template <class T, class U>
+void reduceWrapping(void* dst, const void* src, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return apply<T>(dst, src, n, [](T a, T b) { return T(U(a) + U(b)); });
+    case ReduceOp::Prod: return apply<T>(dst, src, n, [](T a, T b) { return T(U(a) * U(b)); });
+    default: return reduceTyped<T>(dst, src, n, op);
+  }
+}
+
 }  // namespace
 
 size_t dataTypeSize(DataType t) {
@@ -72,33 +83,8 @@ void reduceInto(void* dst, const void* src, size_t count, DataType t, ReduceOp o
   switch (t) {
     case DataType::Float: return reduceTyped<float>(dst, src, count, op);
     case DataType::Double: return reduceTyped<double>(dst, src, count, op);
-    // Integers wrap on overflow (two's complement), the way they would in hardware reducers.
-    case DataType::Int32: {
-      auto* d = static_cast<int32_t*>(dst);
-      auto* s = static_cast<const int32_t*>(src);
-      if (op == ReduceOp::Sum) {
-        for (size_t i = 0; i < count; ++i) d[i] = int32_t(uint32_t(d[i]) + uint32_t(s[i]));
-        return;
-      }
-      if (op == ReduceOp::Prod) {
-        for (size_t i = 0; i < count; ++i) d[i] = int32_t(uint32_t(d[i]) * uint32_t(s[i]));
-        return;
-      }
-      return reduceTyped<int32_t>(dst, src, count, op);
-    }
-    case DataType::Int64: {
-      auto* d = static_cast<int64_t*>(dst);
-      auto* s = static_cast<const int64_t*>(src);
-      if (op == ReduceOp::Sum) {
-        for (size_t i = 0; i < count; ++i) d[i] = int64_t(uint64_t(d[i]) + uint64_t(s[i]));
-        return;
-      }
-      if (op == ReduceOp::Prod) {
-        for (size_t i = 0; i < count; ++i) d[i] = int64_t(uint64_t(d[i]) * uint64_t(s[i]));
-        return;
-      }
-      return reduceTyped<int64_t>(dst, src, count, op);
-    }
+    case DataType::Int32: return reduceWrapping<int32_t, uint32_t>(dst, src, count, op);
+    case DataType::Int64: return reduceWrapping<int64_t, uint64_t>(dst, src, count, op);
   }
 }
 
