@@ -62,7 +62,23 @@ class DeviceServer {
   void accept_conn();
   /** @brief Handle every queued message of @p c; false if the connection ended. */
   bool drain(Conn& c);
-  bool handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds);
+  struct Msg;
+  /** @brief Handle one message (one handler per type below); false if the connection ends. */
+  bool handle(Conn& c, const Msg& m);
+  bool on_hello(Conn& c, const Msg& m);
+  bool on_attach(Conn& c, const Msg& m);
+  bool on_status(Conn& c);
+  bool on_stop(Conn& c);
+  bool on_control(Conn& c, const Msg& m);
+  bool on_command(Conn& c, const Msg& m);
+  bool on_doorbell(Conn& c, const Msg& m);
+  bool on_map(Conn& c, const Msg& m);
+  bool on_wait(Conn& c);
+  bool on_trace(Conn& c, const Msg& m);
+  /** @brief Report a protocol error, close the message's descriptors; returns false. */
+  static bool bad(const Conn& c, const Msg& m, const char* why);
+  /** @brief HCA @p i of @p c's host, or nullptr if the host has no such HCA. */
+  model::Hca* hca_of(const Conn& c, uint32_t i);
   void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
   void close_conn(size_t i);
   void host_gone(Host& h);
