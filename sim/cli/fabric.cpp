@@ -13,6 +13,57 @@
 
 namespace hcasim::cli {
 
+namespace {
+
+/** @brief Print the status of the fabric at @p socket (its hosts and their devices). */
+int fabric_status(const std::string& socket) {
+  const int fd = fabric::connect_socket(socket);
+  if (fd < 0) {
+    std::printf("no fabric running at %s\n", socket.c_str());
+    return 1;
+  }
+  std::vector<char> buf(fabric::kMaxMessage);
+  fabric::MsgHeader h{};
+  if (!fabric::send_msg(fd, fabric::MsgType::Status, nullptr, 0) ||
+      fabric::recv_msg(fd, h, buf.data(), buf.size()) <= 0)
+    return fail("fabric status: no answer from %s", socket.c_str());
+  close(fd);
+  std::fwrite(buf.data(), 1, h.len, stdout);
+  return 0;
+}
+
+int fabric_stop(const std::string& socket) {
+  if (!stop_device(socket)) {
+    std::printf("no fabric running at %s\n", socket.c_str());
+    return 1;
+  }
+  // It removes its socket on the way out.
+  for (int t = 0; t < 500 && access(socket.c_str(), F_OK) == 0; ++t) usleep(20000);
+  std::printf("fabric at %s stopped\n", socket.c_str());
+  return 0;
+}
+
+/** @brief Start a detached device process (its output in SOCKET.log) for later runs to join. */
+int fabric_start(const SimOptions& so, const FabricOptions& fo) {
+  if (so.step) return fail("fabric start: step mode works in the in-process world only");
+  const int probe = fabric::connect_socket(fo.socket);
+  if (probe >= 0) {
+    close(probe);
+    return fail("a fabric is already running at %s (hcasim fabric stop first)", fo.socket.c_str());
+  }
+  for (auto& [k, v] : so.env) setenv(k.c_str(), v.c_str(), 1);
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  const std::string log = fo.socket + ".log";
+  const pid_t pid = start_device(fo, so.hosts ? so.hosts : 8, true, log);
+  if (pid < 0) return fail("the fabric did not start; see %s", log.c_str());
+  std::printf("fabric running at %s (device pid %d, %u hosts, log %s)\n"
+              "join it with: export HCASIM_FABRIC=%s LD_LIBRARY_PATH=%s\n",
+              fo.socket.c_str(), int(pid), so.hosts ? so.hosts : 8, log.c_str(), fo.socket.c_str(), lib_dir_real().c_str());
+  return 0;
+}
+
+}  // namespace
+
 int cmd_fabric(int argc, char** argv) {
   if (argc < 1) return fail("fabric: expected start, stop or status");
   const std::string what = argv[0];
@@ -33,47 +84,10 @@ int cmd_fabric(int argc, char** argv) {
     const char* env = std::getenv("HCASIM_FABRIC");
     fo.socket = env && *env ? env : fabric::default_socket_path();
   }
-  if (what == "status") {
-    const int fd = fabric::connect_socket(fo.socket);
-    if (fd < 0) {
-      std::printf("no fabric running at %s\n", fo.socket.c_str());
-      return 1;
-    }
-    std::vector<char> buf(fabric::kMaxMessage);
-    fabric::MsgHeader h{};
-    if (!fabric::send_msg(fd, fabric::MsgType::Status, nullptr, 0) ||
-        fabric::recv_msg(fd, h, buf.data(), buf.size()) <= 0)
-      return fail("fabric status: no answer from %s", fo.socket.c_str());
-    close(fd);
-    std::fwrite(buf.data(), 1, h.len, stdout);
-    return 0;
-  }
-  if (what == "stop") {
-    if (!stop_device(fo.socket)) {
-      std::printf("no fabric running at %s\n", fo.socket.c_str());
-      return 1;
-    }
-    // It removes its socket on the way out.
-    for (int t = 0; t < 500 && access(fo.socket.c_str(), F_OK) == 0; ++t) usleep(20000);
-    std::printf("fabric at %s stopped\n", fo.socket.c_str());
-    return 0;
-  }
-  if (what != "start") return fail("fabric: unknown subcommand '%s' (start, stop, status)", what.c_str());
-  if (so.step) return fail("fabric start: step mode works in the in-process world only");
-  const int probe = fabric::connect_socket(fo.socket);
-  if (probe >= 0) {
-    close(probe);
-    return fail("a fabric is already running at %s (hcasim fabric stop first)", fo.socket.c_str());
-  }
-  for (auto& [k, v] : so.env) setenv(k.c_str(), v.c_str(), 1);
-  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
-  const std::string log = fo.socket + ".log";
-  const pid_t pid = start_device(fo, so.hosts ? so.hosts : 8, true, log);
-  if (pid < 0) return fail("the fabric did not start; see %s", log.c_str());
-  std::printf("fabric running at %s (device pid %d, %u hosts, log %s)\n"
-              "join it with: export HCASIM_FABRIC=%s LD_LIBRARY_PATH=%s\n",
-              fo.socket.c_str(), int(pid), so.hosts ? so.hosts : 8, log.c_str(), fo.socket.c_str(), lib_dir_real().c_str());
-  return 0;
+  if (what == "status") return fabric_status(fo.socket);
+  if (what == "stop") return fabric_stop(fo.socket);
+  if (what == "start") return fabric_start(so, fo);
+  return fail("fabric: unknown subcommand '%s' (start, stop, status)", what.c_str());
 }
 
 }  // namespace hcasim::cli

@@ -108,7 +108,7 @@ void TimelineSink::slice(const TraceEvent& ev) {
   // Name: packets by direction and opcode, everything else by kind.
   std::string name;
   if (ev.unit == TraceUnit::Port && (ev.kind == TraceKind::PktTx || ev.kind == TraceKind::PktRx) &&
-      f.opcode != 0xffff) {
+      f.opcode != model::kTraceNone16) {
     name = ev.kind == TraceKind::PktTx ? "TX " : "RX ";
     name += wire::opcode_name(wire::BthOpcode(f.opcode));
   } else if (ev.kind == TraceKind::Post && ev.unit == TraceUnit::Driver) {
@@ -159,7 +159,7 @@ void TimelineSink::slice(const TraceEvent& ev) {
   num("queue", f.queue);
   num("index", f.index);
   num("count", f.count);
-  if (f.opcode != 0xffff) num("opcode", f.opcode);
+  if (f.opcode != model::kTraceNone16) num("opcode", f.opcode);
   if (f.flags) num("flags", f.flags);
   s += "}}";
   std::fputs(s.c_str(), out_);
@@ -189,7 +189,7 @@ TimelineSink::Flow* TimelineSink::by_psn(QpFlows& q, uint32_t psn) {
 
 void TimelineSink::link_packet(const TraceEvent& ev) {
   const model::TraceFields& f = ev.f;
-  if (f.opcode == 0xffff || f.psn == kTraceNone || f.peer_qpn == kTraceNone) return;
+  if (f.opcode == model::kTraceNone16 || f.psn == kTraceNone || f.peer_qpn == kTraceNone) return;
   const bool request = wire::is_request(wire::BthOpcode(f.opcode));
   const bool tx = ev.kind == TraceKind::PktTx;
   Flow* hit = nullptr;
