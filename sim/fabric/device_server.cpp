@@ -177,6 +177,55 @@ void DeviceServer::accept_conn() {
   conns_.push_back(std::move(c));
 }
 
+DeviceServer::Host* DeviceServer::pick_host(const HelloMsg& m, int& err, std::string& why) {
+  if (m.want_host >= 0) {
+    if (uint32_t(m.want_host) >= hosts_.size()) {
+      err = EINVAL;
+      why = "HCASIM_HOST=" + std::to_string(m.want_host) + ": the fabric has hosts 0.." + std::to_string(hosts_.size() - 1);
+      return nullptr;
+    }
+    Host* h = hosts_[size_t(m.want_host)].get();
+    if (h->alive) {
+      err = EBUSY;
+      why = "HCASIM_HOST=" + std::to_string(m.want_host) + " is taken by pid " + std::to_string(h->pid);
+      return nullptr;
+    }
+    return h;
+  }
+  for (auto& x : hosts_)
+    if (!x->alive) return x.get();
+  err = EBUSY;
+  why = "the fabric is full (" + std::to_string(hosts_.size()) + " hosts in use)";
+  return nullptr;
+}
+
+void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
+  auto& e = sim::Engine::instance();
+  std::lock_guard<std::recursive_mutex> g(e.mutex());
+  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
+    const size_t n = size_t(h.index) * opt_.hcas_per_host + i;
+    Slot& s = *slots_[n];
+    model::Hca& hca = world_.hca(n);
+    s.mem.pid = h.pid;
+    s.mem.visible = &h.visible;
+    s.mem.hca = &hca;
+    hca.port().set_up(true);
+    Host* hp = &h;
+    Slot* sp = &s;
+    hca.set_irq_handler([hp, sp](uint32_t) {
+      ++sp->irqs;
+      ++hp->visible;
+      const uint64_t one = 1;
+      if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */ }
+    });
+    r.trace_on = hca.tracer().on() ? 1 : 0;
+    std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
+    if (hca.tracer().on())
+      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
+                        model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h.index, int(h.pid), r.names[i]);
+  }
+}
+
 void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   HelloReply r{};
   auto refuse = [&](int e, const std::string& why) {
@@ -189,22 +238,10 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
     return refuse(EPROTO, "protocol version " + std::to_string(m.version) + ", device speaks " +
                               std::to_string(kProtocolVersion) + " (client and hcasim-device from different builds)");
   if (nfds != 1) return refuse(EINVAL, "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds));
-  Host* h = nullptr;
-  if (m.want_host >= 0) {
-    if (uint32_t(m.want_host) >= hosts_.size())
-      return refuse(EINVAL, "HCASIM_HOST=" + std::to_string(m.want_host) + ": the fabric has hosts 0.." +
-                                std::to_string(hosts_.size() - 1));
-    h = hosts_[size_t(m.want_host)].get();
-    if (h->alive)
-      return refuse(EBUSY, "HCASIM_HOST=" + std::to_string(m.want_host) + " is taken by pid " + std::to_string(h->pid));
-  } else {
-    for (auto& x : hosts_)
-      if (!x->alive) {
-        h = x.get();
-        break;
-      }
-    if (!h) return refuse(EBUSY, "the fabric is full (" + std::to_string(hosts_.size()) + " hosts in use)");
-  }
+  int err = 0;
+  std::string why;
+  Host* h = pick_host(m, err, why);
+  if (!h) return refuse(err, why);
   // The kernel's word for who is on the other end, not the message's.
   ucred cred{};
   socklen_t cl = sizeof cred;
@@ -219,30 +256,7 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   r.host = h->index;
   r.token = h->token;
   r.n_hcas = opt_.hcas_per_host;
-  auto& e = sim::Engine::instance();
-  std::lock_guard<std::recursive_mutex> g(e.mutex());
-  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
-    const size_t n = size_t(h->index) * opt_.hcas_per_host + i;
-    Slot& s = *slots_[n];
-    model::Hca& hca = world_.hca(n);
-    s.mem.pid = pid;
-    s.mem.visible = &h->visible;
-    s.mem.hca = &hca;
-    hca.port().set_up(true);
-    Host* hp = h;
-    Slot* sp = &s;
-    hca.set_irq_handler([hp, sp](uint32_t) {
-      ++sp->irqs;
-      ++hp->visible;
-      const uint64_t one = 1;
-      if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */ }
-    });
-    r.trace_on = hca.tracer().on() ? 1 : 0;
-    std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
-    if (hca.tracer().on())
-      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
-                        model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h->index, int(pid), r.names[i]);
-  }
+  bind_hcas(*h, r);
   send_msg(c.fd, MsgType::Hello, &r, sizeof r);
 }
 

@@ -79,7 +79,12 @@ class DeviceServer {
   static bool bad(const Conn& c, const Msg& m, const char* why);
   /** @brief HCA @p i of @p c's host, or nullptr if the host has no such HCA. */
   model::Hca* hca_of(const Conn& c, uint32_t i);
+  /** @brief A HELLO: check it, give the process a host slot and its HCAs, answer. */
   void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
+  /** @brief The host slot a HELLO asks for (or the first free one); nullptr with @p err, @p why. */
+  Host* pick_host(const HelloMsg& m, int& err, std::string& why);
+  /** @brief Wire @p h's HCAs to its process (memory, interrupts, port up); fill @p r's names. */
+  void bind_hcas(Host& h, HelloReply& r);
   void close_conn(size_t i);
   void host_gone(Host& h);
   /** @brief Advance time if the rules allow; returns the poll timeout in ns (-1: none). */
