@@ -5,7 +5,7 @@
  *
  * Programs print these strings and test suites compare them, so the texts and numbers are the
  * ones Debian's libibverbs 44 returns (measured by calling it for every enum value; the check
- * is automated in tests/unit/abi_symbols_test.cpp). Anything out of range is "unknown".
+ * is automated in tests/abi/abi_symbols_test.cpp). Anything out of range is "unknown".
  */
 #include <infiniband/verbs.h>
 

@@ -17,10 +17,6 @@
 
 #include "engine.h"
 
-namespace hcasim::sim {
-bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v);
-}
-
 namespace hcasim::fabric {
 
 namespace {
@@ -89,6 +85,21 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
 struct DeviceServer::Slot {
   RemoteMemory mem;
   uint64_t irqs = 0;  ///< interrupts this HCA raised (the host's ISR checks the ones that moved)
+};
+
+/** @brief One received message, as the handlers see it. */
+struct DeviceServer::Msg {
+  const MsgHeader& h;
+  const uint8_t* p;  ///< the payload (h.len bytes)
+  int* fds;          ///< descriptors that came with it (HELLO only)
+  uint32_t nfds;
+  /** @brief Copy the payload's fixed part into @p out; false if the message is too short. */
+  template <class T>
+  bool payload(T& out) const {
+    if (h.len < sizeof out) return false;
+    std::memcpy(&out, p, sizeof out);
+    return true;
+  }
 };
 
 DeviceServer::DeviceServer(sim::World& world, const DeviceOptions& opt)
@@ -166,6 +177,55 @@ void DeviceServer::accept_conn() {
   conns_.push_back(std::move(c));
 }
 
+DeviceServer::Host* DeviceServer::pick_host(const HelloMsg& m, int& err, std::string& why) {
+  if (m.want_host >= 0) {
+    if (uint32_t(m.want_host) >= hosts_.size()) {
+      err = EINVAL;
+      why = "HCASIM_HOST=" + std::to_string(m.want_host) + ": the fabric has hosts 0.." + std::to_string(hosts_.size() - 1);
+      return nullptr;
+    }
+    Host* h = hosts_[size_t(m.want_host)].get();
+    if (h->alive) {
+      err = EBUSY;
+      why = "HCASIM_HOST=" + std::to_string(m.want_host) + " is taken by pid " + std::to_string(h->pid);
+      return nullptr;
+    }
+    return h;
+  }
+  for (auto& x : hosts_)
+    if (!x->alive) return x.get();
+  err = EBUSY;
+  why = "the fabric is full (" + std::to_string(hosts_.size()) + " hosts in use)";
+  return nullptr;
+}
+
+void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
+  auto& e = sim::Engine::instance();
+  std::lock_guard<std::recursive_mutex> g(e.mutex());
+  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
+    const size_t n = size_t(h.index) * opt_.hcas_per_host + i;
+    Slot& s = *slots_[n];
+    model::Hca& hca = world_.hca(n);
+    s.mem.pid = h.pid;
+    s.mem.visible = &h.visible;
+    s.mem.hca = &hca;
+    hca.port().set_up(true);
+    Host* hp = &h;
+    Slot* sp = &s;
+    hca.set_irq_handler([hp, sp](uint32_t) {
+      ++sp->irqs;
+      ++hp->visible;
+      const uint64_t one = 1;
+      if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */ }
+    });
+    r.trace_on = hca.tracer().on() ? 1 : 0;
+    std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
+    if (hca.tracer().on())
+      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
+                        model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h.index, int(h.pid), r.names[i]);
+  }
+}
+
 void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   HelloReply r{};
   auto refuse = [&](int e, const std::string& why) {
@@ -178,22 +238,10 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
     return refuse(EPROTO, "protocol version " + std::to_string(m.version) + ", device speaks " +
                               std::to_string(kProtocolVersion) + " (client and hcasim-device from different builds)");
   if (nfds != 1) return refuse(EINVAL, "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds));
-  Host* h = nullptr;
-  if (m.want_host >= 0) {
-    if (uint32_t(m.want_host) >= hosts_.size())
-      return refuse(EINVAL, "HCASIM_HOST=" + std::to_string(m.want_host) + ": the fabric has hosts 0.." +
-                                std::to_string(hosts_.size() - 1));
-    h = hosts_[size_t(m.want_host)].get();
-    if (h->alive)
-      return refuse(EBUSY, "HCASIM_HOST=" + std::to_string(m.want_host) + " is taken by pid " + std::to_string(h->pid));
-  } else {
-    for (auto& x : hosts_)
-      if (!x->alive) {
-        h = x.get();
-        break;
-      }
-    if (!h) return refuse(EBUSY, "the fabric is full (" + std::to_string(hosts_.size()) + " hosts in use)");
-  }
+  int err = 0;
+  std::string why;
+  Host* h = pick_host(m, err, why);
+  if (!h) return refuse(err, why);
   // The kernel's word for who is on the other end, not the message's.
   ucred cred{};
   socklen_t cl = sizeof cred;
@@ -208,30 +256,7 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   r.host = h->index;
   r.token = h->token;
   r.n_hcas = opt_.hcas_per_host;
-  auto& e = sim::Engine::instance();
-  std::lock_guard<std::recursive_mutex> g(e.mutex());
-  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
-    const size_t n = size_t(h->index) * opt_.hcas_per_host + i;
-    Slot& s = *slots_[n];
-    model::Hca& hca = world_.hca(n);
-    s.mem.pid = pid;
-    s.mem.visible = &h->visible;
-    s.mem.hca = &hca;
-    hca.port().set_up(true);
-    Host* hp = h;
-    Slot* sp = &s;
-    hca.set_irq_handler([hp, sp](uint32_t) {
-      ++sp->irqs;
-      ++hp->visible;
-      const uint64_t one = 1;
-      if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */ }
-    });
-    r.trace_on = hca.tracer().on() ? 1 : 0;
-    std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
-    if (hca.tracer().on())
-      hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
-                        model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h->index, int(pid), r.names[i]);
-  }
+  bind_hcas(*h, r);
   send_msg(c.fd, MsgType::Hello, &r, sizeof r);
 }
 
@@ -276,160 +301,187 @@ bool DeviceServer::drain(Conn& c) {
       return false;
     }
     c.last_msg_ns = sim::Engine::mono_ns();
-    if (!handle(c, h, buf_.data(), fds, nfds)) return false;
+    if (!handle(c, Msg{h, buf_.data(), fds, nfds})) return false;
   }
 }
 
-bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds) {
-  auto bad = [&](const char* why) {
-    std::fprintf(stderr, "hcasim-device: protocol error from host %d: %s (message type %u, %u bytes)\n", c.host,
-                 why, unsigned(h.type), h.len);
-    for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
-    return false;
-  };
-  auto payload = [&](auto& out) {
-    if (h.len < sizeof out) return false;
-    std::memcpy(&out, p, sizeof out);
-    return true;
-  };
-  if (h.type == MsgType::Hello) {
-    HelloMsg m{};
-    if (c.host >= 0 || !payload(m)) return bad("malformed or repeated HELLO");
-    hello(c, m, fds, nfds);
-    return true;
-  }
-  if (nfds) return bad("descriptors outside HELLO");
-  if (h.type == MsgType::Attach) {
-    AttachMsg m{};
-    if (c.host >= 0 || !payload(m)) return bad("malformed ATTACH");
-    StatusReply r{0};
-    if (m.host < 0 || size_t(m.host) >= hosts_.size() || !hosts_[size_t(m.host)]->alive ||
-        hosts_[size_t(m.host)]->token != m.token)
-      r.status = EPERM;
-    else
-      c.host = m.host;
-    send_msg(c.fd, MsgType::Attach, &r, sizeof r);
-    return r.status == 0;
-  }
-  if (h.type == MsgType::Status) {
-    const std::string s = status_text();
-    send_msg(c.fd, MsgType::Status, s.data(), s.size());
-    return true;
-  }
-  if (h.type == MsgType::Stop) {
-    StatusReply r{0};
-    send_msg(c.fd, MsgType::Stop, &r, sizeof r);
-    stop_ = true;
-    return true;
-  }
-  auto& e = sim::Engine::instance();
-  if (h.type == MsgType::Control) {
-    ControlMsg m{};
-    if (!payload(m)) return bad("malformed CONTROL");
-    m.device[sizeof m.device - 1] = 0;
-    m.name[sizeof m.name - 1] = 0;
-    ControlReply r{};
-    std::string text;
-    std::lock_guard<std::recursive_mutex> g(e.mutex());
-    model::Hca* hca = world_.find(m.device);
-    switch (m.op) {
-      case ControlOp::NowNs:
-        r.value = e.now_ps() / 1000;
-        break;
-      case ControlOp::DropRx:
-        if (!hca) {
-          r.rc = -1;
-          break;
-        }
-        hca->drop_rx_if(
-            [q = m.qpn, psn = m.psn](const wire::ParsedFrame& f) {
-              return (q == 0xffffffff || f.h.dest_qp == q) && (psn == 0xffffffff || f.h.psn == psn);
-            },
-            m.count);
-        break;
-      case ControlOp::Counter:
-        r.rc = hca && sim::stat_by_name(hca->stats(), m.name, r.value) ? 0 : -1;
-        break;
-      case ControlOp::StatsJson:
-        text = world_.stats_json();
-        if (text.size() > kMaxMessage - sizeof r - 64) text.resize(kMaxMessage - sizeof r - 64);
-        break;
-      default:
-        r.rc = -1;
-    }
-    send_msg(c.fd, MsgType::Control, &r, sizeof r, text.data(), text.size());
-    return true;
-  }
-  if (c.host < 0) return bad("request before HELLO/ATTACH");
-  Host& host = *hosts_[size_t(c.host)];
-  auto hca_of = [&](uint32_t i) -> model::Hca* {
-    return i < opt_.hcas_per_host ? &world_.hca(size_t(c.host) * opt_.hcas_per_host + i) : nullptr;
-  };
-  switch (h.type) {
-    case MsgType::Command: {
-      CommandMsg m{};
-      model::Hca* hca;
-      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed COMMAND");
-      {
-        std::lock_guard<std::recursive_mutex> g(e.mutex());
-        hca->execute(m.mb);
-      }
-      send_msg(c.fd, MsgType::Command, &m.mb, sizeof m.mb);
-      return true;
-    }
-    case MsgType::Doorbell:
-    case MsgType::DoorbellSync: {
-      DoorbellMsg m{};
-      model::Hca* hca;
-      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed DOORBELL");
-      {
-        std::lock_guard<std::recursive_mutex> g(e.mutex());
-        hca->mmio_write(m.offset, m.value);
-      }
-      if (h.type == MsgType::DoorbellSync) {
-        StatusReply r{0};
-        send_msg(c.fd, h.type, &r, sizeof r);
-      }
-      return true;
-    }
-    case MsgType::Map:
-    case MsgType::Unmap: {
-      MapMsg m{};
-      model::Hca* hca;
-      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed MAP/UNMAP");
-      StatusReply r{0};
-      {
-        std::lock_guard<std::recursive_mutex> g(e.mutex());
-        if (h.type == MsgType::Map)
-          r.status = hca->iommu_map(m.iova, reinterpret_cast<void*>(uintptr_t(m.hva)), m.len) ? 0 : EINVAL;
-        else
-          r.status = hca->iommu_unmap(m.iova) ? 0 : EINVAL;
-      }
-      send_msg(c.fd, h.type, &r, sizeof r);
-      return true;
-    }
-    case MsgType::Wait:
-      c.waiting = true;
-      c.wait_start_ps = e.now_ps();
-      c.wait_visible = host.visible;
-      c.wait_since_ns = c.last_msg_ns;
-      return true;
-    case MsgType::Trace: {
-      TraceMsg m{};
-      model::Hca* hca;
-      if (!payload(m) || !(hca = hca_of(m.hca))) return bad("malformed TRACE");
-      std::string text(reinterpret_cast<const char*>(p) + sizeof m, h.len - sizeof m);
-      std::lock_guard<std::recursive_mutex> g(e.mutex());
-      auto& t = hca->tracer();
-      if (!t.on()) return true;
-      if (m.kind != model::TraceKind::Post && m.kind != model::TraceKind::Interrupt)
-        return bad("malformed TRACE (kind)");
-      t.record(model::TraceUnit::Driver, m.kind, m.qpn, m.has_wr != 0, m.wr_id, m.fields, std::move(text));
-      return true;
-    }
+bool DeviceServer::bad(const Conn& c, const Msg& m, const char* why) {
+  std::fprintf(stderr, "hcasim-device: protocol error from host %d: %s (message type %u, %u bytes)\n", c.host,
+               why, unsigned(m.h.type), m.h.len);
+  for (uint32_t i = 0; i < m.nfds; ++i) ::close(m.fds[i]);
+  return false;
+}
+
+model::Hca* DeviceServer::hca_of(const Conn& c, uint32_t i) {
+  return i < opt_.hcas_per_host ? &world_.hca(size_t(c.host) * opt_.hcas_per_host + i) : nullptr;
+}
+
+bool DeviceServer::handle(Conn& c, const Msg& m) {
+  if (m.h.type == MsgType::Hello) return on_hello(c, m);
+  if (m.nfds) return bad(c, m, "descriptors outside HELLO");
+  // Messages of any connection (a CLI asking for status has no host) ...
+  switch (m.h.type) {
+    case MsgType::Attach:
+      return on_attach(c, m);
+    case MsgType::Status:
+      return on_status(c);
+    case MsgType::Stop:
+      return on_stop(c);
+    case MsgType::Control:
+      return on_control(c, m);
     default:
-      return bad("unknown message type");
+      break;
   }
+  // ... and those of a host's connections.
+  if (c.host < 0) return bad(c, m, "request before HELLO/ATTACH");
+  switch (m.h.type) {
+    case MsgType::Command:
+      return on_command(c, m);
+    case MsgType::Doorbell:
+    case MsgType::DoorbellSync:
+      return on_doorbell(c, m);
+    case MsgType::Map:
+    case MsgType::Unmap:
+      return on_map(c, m);
+    case MsgType::Wait:
+      return on_wait(c);
+    case MsgType::Trace:
+      return on_trace(c, m);
+    default:
+      return bad(c, m, "unknown message type");
+  }
+}
+
+bool DeviceServer::on_hello(Conn& c, const Msg& m) {
+  HelloMsg hm{};
+  if (c.host >= 0 || !m.payload(hm)) return bad(c, m, "malformed or repeated HELLO");
+  hello(c, hm, m.fds, m.nfds);
+  return true;
+}
+
+bool DeviceServer::on_attach(Conn& c, const Msg& m) {
+  AttachMsg am{};
+  if (c.host >= 0 || !m.payload(am)) return bad(c, m, "malformed ATTACH");
+  StatusReply r{0};
+  if (am.host < 0 || size_t(am.host) >= hosts_.size() || !hosts_[size_t(am.host)]->alive ||
+      hosts_[size_t(am.host)]->token != am.token)
+    r.status = EPERM;
+  else
+    c.host = am.host;
+  send_msg(c.fd, MsgType::Attach, &r, sizeof r);
+  return r.status == 0;
+}
+
+bool DeviceServer::on_status(Conn& c) {
+  const std::string s = status_text();
+  send_msg(c.fd, MsgType::Status, s.data(), s.size());
+  return true;
+}
+
+bool DeviceServer::on_stop(Conn& c) {
+  StatusReply r{0};
+  send_msg(c.fd, MsgType::Stop, &r, sizeof r);
+  stop_ = true;
+  return true;
+}
+
+bool DeviceServer::on_control(Conn& c, const Msg& m) {
+  ControlMsg cm{};
+  if (!m.payload(cm)) return bad(c, m, "malformed CONTROL");
+  cm.device[sizeof cm.device - 1] = 0;
+  cm.name[sizeof cm.name - 1] = 0;
+  ControlReply r{};
+  std::string text;
+  auto& e = sim::Engine::instance();
+  std::lock_guard<std::recursive_mutex> g(e.mutex());
+  model::Hca* hca = world_.find(cm.device);
+  switch (cm.op) {
+    case ControlOp::NowNs:
+      r.value = e.now_ps() / 1000;
+      break;
+    case ControlOp::DropRx:
+      if (hca)
+        sim::drop_rx(*hca, cm.qpn, cm.psn, cm.count);
+      else
+        r.rc = -1;
+      break;
+    case ControlOp::Counter:
+      r.rc = hca && sim::stat_by_name(hca->stats(), cm.name, r.value) ? 0 : -1;
+      break;
+    case ControlOp::StatsJson:
+      text = world_.stats_json();
+      if (text.size() > kMaxMessage - sizeof r - 64) text.resize(kMaxMessage - sizeof r - 64);
+      break;
+    default:
+      r.rc = -1;
+  }
+  send_msg(c.fd, MsgType::Control, &r, sizeof r, text.data(), text.size());
+  return true;
+}
+
+bool DeviceServer::on_command(Conn& c, const Msg& m) {
+  CommandMsg cm{};
+  model::Hca* hca;
+  if (!m.payload(cm) || !(hca = hca_of(c, cm.hca))) return bad(c, m, "malformed COMMAND");
+  {
+    std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+    hca->execute(cm.mb);
+  }
+  send_msg(c.fd, MsgType::Command, &cm.mb, sizeof cm.mb);
+  return true;
+}
+
+bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
+  DoorbellMsg dm{};
+  model::Hca* hca;
+  if (!m.payload(dm) || !(hca = hca_of(c, dm.hca))) return bad(c, m, "malformed DOORBELL");
+  {
+    std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+    hca->mmio_write(dm.offset, dm.value);
+  }
+  if (m.h.type == MsgType::DoorbellSync) {
+    StatusReply r{0};
+    send_msg(c.fd, m.h.type, &r, sizeof r);
+  }
+  return true;
+}
+
+bool DeviceServer::on_map(Conn& c, const Msg& m) {
+  MapMsg mm{};
+  model::Hca* hca;
+  if (!m.payload(mm) || !(hca = hca_of(c, mm.hca))) return bad(c, m, "malformed MAP/UNMAP");
+  StatusReply r{0};
+  {
+    std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+    if (m.h.type == MsgType::Map)
+      r.status = hca->iommu_map(mm.iova, reinterpret_cast<void*>(uintptr_t(mm.hva)), mm.len) ? 0 : EINVAL;
+    else
+      r.status = hca->iommu_unmap(mm.iova) ? 0 : EINVAL;
+  }
+  send_msg(c.fd, m.h.type, &r, sizeof r);
+  return true;
+}
+
+bool DeviceServer::on_wait(Conn& c) {
+  c.waiting = true;
+  c.wait_start_ps = sim::Engine::instance().now_ps();
+  c.wait_visible = hosts_[size_t(c.host)]->visible;
+  c.wait_since_ns = c.last_msg_ns;
+  return true;
+}
+
+bool DeviceServer::on_trace(Conn& c, const Msg& m) {
+  TraceMsg tm{};
+  model::Hca* hca;
+  if (!m.payload(tm) || !(hca = hca_of(c, tm.hca))) return bad(c, m, "malformed TRACE");
+  std::string text(reinterpret_cast<const char*>(m.p) + sizeof tm, m.h.len - sizeof tm);
+  std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+  auto& t = hca->tracer();
+  if (!t.on()) return true;
+  if (tm.kind != model::TraceKind::Post && tm.kind != model::TraceKind::Interrupt)
+    return bad(c, m, "malformed TRACE (kind)");
+  t.record(model::TraceUnit::Driver, tm.kind, tm.qpn, tm.has_wr != 0, tm.wr_id, tm.fields, std::move(text));
+  return true;
 }
 
 void DeviceServer::reply_wait(Conn& c, bool progress) {

@@ -62,8 +62,29 @@ class DeviceServer {
   void accept_conn();
   /** @brief Handle every queued message of @p c; false if the connection ended. */
   bool drain(Conn& c);
-  bool handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds);
+  struct Msg;
+  /** @brief Handle one message (one handler per type below); false if the connection ends. */
+  bool handle(Conn& c, const Msg& m);
+  bool on_hello(Conn& c, const Msg& m);
+  bool on_attach(Conn& c, const Msg& m);
+  bool on_status(Conn& c);
+  bool on_stop(Conn& c);
+  bool on_control(Conn& c, const Msg& m);
+  bool on_command(Conn& c, const Msg& m);
+  bool on_doorbell(Conn& c, const Msg& m);
+  bool on_map(Conn& c, const Msg& m);
+  bool on_wait(Conn& c);
+  bool on_trace(Conn& c, const Msg& m);
+  /** @brief Report a protocol error, close the message's descriptors; returns false. */
+  static bool bad(const Conn& c, const Msg& m, const char* why);
+  /** @brief HCA @p i of @p c's host, or nullptr if the host has no such HCA. */
+  model::Hca* hca_of(const Conn& c, uint32_t i);
+  /** @brief A HELLO: check it, give the process a host slot and its HCAs, answer. */
   void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
+  /** @brief The host slot a HELLO asks for (or the first free one); nullptr with @p err, @p why. */
+  Host* pick_host(const HelloMsg& m, int& err, std::string& why);
+  /** @brief Wire @p h's HCAs to its process (memory, interrupts, port up); fill @p r's names. */
+  void bind_hcas(Host& h, HelloReply& r);
   void close_conn(size_t i);
   void host_gone(Host& h);
   /** @brief Advance time if the rules allow; returns the poll timeout in ns (-1: none). */

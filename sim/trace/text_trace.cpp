@@ -82,7 +82,7 @@ const char* text_trace_header() {
 
 std::string format_trace_line(const model::TraceEvent& ev, const std::vector<std::string>& names) {
   char qpn[16] = "-";
-  if (ev.qpn != 0xffffffff) snprintf(qpn, sizeof qpn, "0x%06x", ev.qpn);
+  if (ev.qpn != model::kTraceNone) snprintf(qpn, sizeof qpn, "0x%06x", ev.qpn);
   const char* host = ev.host < names.size() ? names[ev.host].c_str() : "?";
   char wr[40] = "";
   if (ev.has_wr_id) snprintf(wr, sizeof wr, " [wr_id=%" PRIu64 "]", ev.wr_id);
@@ -114,7 +114,7 @@ void TextTraceSink::record(const model::TraceEvent& ev) {
   if (done_ || !filter.keep(ev)) return;
   // Same layout as format_trace_line(), straight into the stream.
   char qpn[16] = "-";
-  if (ev.qpn != 0xffffffff) snprintf(qpn, sizeof qpn, "0x%06x", ev.qpn);
+  if (ev.qpn != model::kTraceNone) snprintf(qpn, sizeof qpn, "0x%06x", ev.qpn);
   const char* host = ev.host < names_.size() ? names_[ev.host].c_str() : "?";
   char wr[40] = "";
   if (ev.has_wr_id) snprintf(wr, sizeof wr, " [wr_id=%" PRIu64 "]", ev.wr_id);

@@ -108,7 +108,7 @@ void TimelineSink::slice(const TraceEvent& ev) {
   // Name: packets by direction and opcode, everything else by kind.
   std::string name;
   if (ev.unit == TraceUnit::Port && (ev.kind == TraceKind::PktTx || ev.kind == TraceKind::PktRx) &&
-      f.opcode != 0xffff) {
+      f.opcode != model::kTraceNone16) {
     name = ev.kind == TraceKind::PktTx ? "TX " : "RX ";
     name += wire::opcode_name(wire::BthOpcode(f.opcode));
   } else if (ev.kind == TraceKind::Post && ev.unit == TraceUnit::Driver) {
@@ -159,7 +159,7 @@ void TimelineSink::slice(const TraceEvent& ev) {
   num("queue", f.queue);
   num("index", f.index);
   num("count", f.count);
-  if (f.opcode != 0xffff) num("opcode", f.opcode);
+  if (f.opcode != model::kTraceNone16) num("opcode", f.opcode);
   if (f.flags) num("flags", f.flags);
   s += "}}";
   std::fputs(s.c_str(), out_);
@@ -189,7 +189,7 @@ TimelineSink::Flow* TimelineSink::by_psn(QpFlows& q, uint32_t psn) {
 
 void TimelineSink::link_packet(const TraceEvent& ev) {
   const model::TraceFields& f = ev.f;
-  if (f.opcode == 0xffff || f.psn == kTraceNone || f.peer_qpn == kTraceNone) return;
+  if (f.opcode == model::kTraceNone16 || f.psn == kTraceNone || f.peer_qpn == kTraceNone) return;
   const bool request = wire::is_request(wire::BthOpcode(f.opcode));
   const bool tx = ev.kind == TraceKind::PktTx;
   Flow* hit = nullptr;
@@ -210,95 +210,123 @@ void TimelineSink::link_packet(const TraceEvent& ev) {
   if (hit) flow(ev, 't', *hit);
 }
 
-void TimelineSink::link(const TraceEvent& ev) {
+TimelineSink::QpFlows* TimelineSink::find_qp(uint32_t host, uint32_t qpn) {
+  auto it = qps_.find(key(host, qpn));
+  return it == qps_.end() ? nullptr : &it->second;
+}
+
+// The driver posts a WQE: its flow starts.
+void TimelineSink::link_post(const TraceEvent& ev) {
   const model::TraceFields& f = ev.f;
-  const bool rq = (f.flags & model::kTfRq) != 0;
+  const bool rq = f.has(model::kTfRq);
+  if (ev.unit != TraceUnit::Driver || ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
+  QpFlows& q = qps_[key(ev.host, ev.qpn)];
+  Flow fl;
+  fl.id = next_flow_++;
+  char b[64];
+  snprintf(b, sizeof b, "%s %s QP 0x%x WQE %u", names_[ev.host].c_str(), rq ? "RQ" : "SQ", ev.qpn, f.wqe);
+  fl.name = b;
+  fl.signaled = rq || f.has(model::kTfSignaled);
+  (rq ? q.rq : q.sq)[f.wqe] = fl;
+  flow(ev, 's', fl);
+  ++flows_;
+}
+
+// An SQ doorbell: every WQE its producer index has passed joins it (once).
+void TimelineSink::link_doorbell(const TraceEvent& ev) {
+  const model::TraceFields& f = ev.f;
+  if (ev.qpn == kTraceNone || f.index == kTraceNone) return;  // CQ arm doorbells carry no QPN
+  QpFlows* q = find_qp(ev.host, ev.qpn);
+  if (!q) return;
+  for (auto& [w, fl] : q->sq) {
+    const uint16_t ahead = uint16_t(f.index - w);  // the doorbell's producer is past this WQE
+    if (!fl.doorbelled && ahead != 0 && ahead < 0x8000) {
+      fl.doorbelled = true;
+      flow(ev, 't', fl);
+    }
+  }
+}
+
+// WQE fetch and decode (which also gives the message's PSN range).
+void TimelineSink::link_wqe(const TraceEvent& ev) {
+  const model::TraceFields& f = ev.f;
+  if (ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
+  QpFlows* q = find_qp(ev.host, ev.qpn);
+  if (!q) return;
+  auto& m = f.has(model::kTfRq) ? q->rq : q->sq;
+  auto fl = m.find(f.wqe);
+  if (fl == m.end()) return;
+  if (ev.kind == TraceKind::WqeDecode) {
+    fl->second.psn_first = f.psn;
+    fl->second.psn_last = f.psn_last;
+  }
+  flow(ev, 't', fl->second);
+}
+
+// The requester starts a WQE's packets ("WQE n: start ... to qp D"): learn the peer QPN.
+void TimelineSink::link_requester(const TraceEvent& ev) {
+  const model::TraceFields& f = ev.f;
+  if (ev.qpn == kTraceNone) return;
+  QpFlows& q = qps_[key(ev.host, ev.qpn)];
+  if (f.peer_qpn != kTraceNone) q.peer = f.peer_qpn;
+  auto fl = q.sq.find(f.wqe);
+  if (fl != q.sq.end()) flow(ev, 't', fl->second);
+}
+
+// ACK/NAK at the requester: joins the flows whose PSNs it covers; an ACK past an unsignaled
+// WQE's last PSN ends that flow (no CQE will come).
+void TimelineSink::link_ack(const TraceEvent& ev) {
+  const model::TraceFields& f = ev.f;
+  if (ev.unit != TraceUnit::Requester || ev.qpn == kTraceNone || f.psn == kTraceNone) return;
+  QpFlows* q = find_qp(ev.host, ev.qpn);
+  if (!q) return;
+  auto& sq = q->sq;
+  for (auto fl = sq.begin(); fl != sq.end();) {
+    Flow& x = fl->second;
+    const bool decoded = x.psn_last != kTraceNone;
+    const bool retired = ev.kind == TraceKind::Ack && decoded && wire::psn_diff(f.psn, x.psn_last) >= 0;
+    if (retired && !x.signaled) {  // no CQE will come: the ACK ends it
+      flow(ev, 'f', x);
+      fl = sq.erase(fl);
+      continue;
+    }
+    if (psn_in(f.psn, x.psn_first, x.psn_last) || retired) flow(ev, 't', x);
+    ++fl;
+  }
+}
+
+// The CQE ends the flow.
+void TimelineSink::link_cqe(const TraceEvent& ev) {
+  const model::TraceFields& f = ev.f;
+  if (ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
+  QpFlows* q = find_qp(ev.host, ev.qpn);
+  if (!q) return;
+  auto& m = f.has(model::kTfRq) ? q->rq : q->sq;
+  auto fl = m.find(f.wqe);
+  if (fl == m.end()) return;
+  flow(ev, 'f', fl->second);
+  m.erase(fl);
+}
+
+void TimelineSink::link(const TraceEvent& ev) {
   switch (ev.kind) {
-    case TraceKind::Post: {
-      if (ev.unit != TraceUnit::Driver || ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
-      QpFlows& q = qps_[key(ev.host, ev.qpn)];
-      Flow fl;
-      fl.id = next_flow_++;
-      char b[64];
-      snprintf(b, sizeof b, "%s %s QP 0x%x WQE %u", names_[ev.host].c_str(), rq ? "RQ" : "SQ", ev.qpn, f.wqe);
-      fl.name = b;
-      fl.signaled = rq || (f.flags & model::kTfSignaled);
-      (rq ? q.rq : q.sq)[f.wqe] = fl;
-      flow(ev, 's', fl);
-      ++flows_;
-      return;
-    }
-    case TraceKind::Doorbell: {
-      if (ev.qpn == kTraceNone || f.index == kTraceNone) return;  // CQ arm doorbells carry no QPN
-      auto it = qps_.find(key(ev.host, ev.qpn));
-      if (it == qps_.end()) return;
-      for (auto& [w, fl] : it->second.sq) {
-        const uint16_t ahead = uint16_t(f.index - w);  // the doorbell's producer is past this WQE
-        if (!fl.doorbelled && ahead != 0 && ahead < 0x8000) {
-          fl.doorbelled = true;
-          flow(ev, 't', fl);
-        }
-      }
-      return;
-    }
+    case TraceKind::Post:
+      return link_post(ev);
+    case TraceKind::Doorbell:
+      return link_doorbell(ev);
     case TraceKind::WqeFetch:
-    case TraceKind::WqeDecode: {
-      if (ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
-      auto it = qps_.find(key(ev.host, ev.qpn));
-      if (it == qps_.end()) return;
-      auto& m = rq ? it->second.rq : it->second.sq;
-      auto fl = m.find(f.wqe);
-      if (fl == m.end()) return;
-      if (ev.kind == TraceKind::WqeDecode) {
-        fl->second.psn_first = f.psn;
-        fl->second.psn_last = f.psn_last;
-      }
-      flow(ev, 't', fl->second);
-      return;
-    }
+    case TraceKind::WqeDecode:
+      return link_wqe(ev);
     case TraceKind::PktTx:
     case TraceKind::PktRx:
-      if (ev.unit == TraceUnit::Requester) {  // "WQE n: start ... to qp D"
-        if (ev.qpn == kTraceNone) return;
-        QpFlows& q = qps_[key(ev.host, ev.qpn)];
-        if (f.peer_qpn != kTraceNone) q.peer = f.peer_qpn;
-        auto fl = q.sq.find(f.wqe);
-        if (fl != q.sq.end()) flow(ev, 't', fl->second);
-      } else if (ev.unit == TraceUnit::Port) {
-        link_packet(ev);
-      }
+      if (ev.unit == TraceUnit::Requester) return link_requester(ev);
+      if (ev.unit == TraceUnit::Port) return link_packet(ev);
       return;
     case TraceKind::Ack:
-    case TraceKind::Nak: {
-      if (ev.unit != TraceUnit::Requester || ev.qpn == kTraceNone || f.psn == kTraceNone) return;
-      auto it = qps_.find(key(ev.host, ev.qpn));
-      if (it == qps_.end()) return;
-      auto& sq = it->second.sq;
-      for (auto fl = sq.begin(); fl != sq.end();) {
-        Flow& x = fl->second;
-        const bool decoded = x.psn_last != kTraceNone;
-        const bool retired = ev.kind == TraceKind::Ack && decoded && wire::psn_diff(f.psn, x.psn_last) >= 0;
-        if (retired && !x.signaled) {  // no CQE will come: the ACK ends it
-          flow(ev, 'f', x);
-          fl = sq.erase(fl);
-          continue;
-        }
-        if (psn_in(f.psn, x.psn_first, x.psn_last) || retired) flow(ev, 't', x);
-        ++fl;
-      }
-      return;
-    }
-    case TraceKind::CqeWrite: {
-      if (ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
-      auto it = qps_.find(key(ev.host, ev.qpn));
-      if (it == qps_.end()) return;
-      auto& m = rq ? it->second.rq : it->second.sq;
-      auto fl = m.find(f.wqe);
-      if (fl == m.end()) return;
-      flow(ev, 'f', fl->second);
-      m.erase(fl);
-      return;
-    }
+    case TraceKind::Nak:
+      return link_ack(ev);
+    case TraceKind::CqeWrite:
+      return link_cqe(ev);
     default:
       return;
   }

@@ -68,8 +68,17 @@ class TimelineSink : public model::TraceSink {
   void meta(uint32_t host, model::TraceUnit unit);
   void slice(const model::TraceEvent& ev);
   void flow(const model::TraceEvent& ev, char ph, const Flow& f);
+  /** Join @p ev to the flow(s) of the work requests it is about (by kind, below). */
   void link(const model::TraceEvent& ev);
+  void link_post(const model::TraceEvent& ev);
+  void link_doorbell(const model::TraceEvent& ev);
+  void link_wqe(const model::TraceEvent& ev);
+  void link_requester(const model::TraceEvent& ev);
   void link_packet(const model::TraceEvent& ev);
+  void link_ack(const model::TraceEvent& ev);
+  void link_cqe(const model::TraceEvent& ev);
+  /** The flows of QP @p qpn on @p host, or nullptr (none recorded yet). */
+  QpFlows* find_qp(uint32_t host, uint32_t qpn);
   /** A SQ flow of @p q whose PSN range holds @p psn. */
   Flow* by_psn(QpFlows& q, uint32_t psn);
 

@@ -169,7 +169,7 @@ void VcdSink::record(const TraceEvent& ev) {
       if (ev.unit != TraceUnit::Port) return;
       pulse(var(h, "port", "tx_busy", 1, true),
             wire_ps_ && f.count != kTraceNone ? wire_ps_(f.count) : strobe_ps_);
-      if (f.opcode != 0xffff) set(var(h, "port", "tx_opcode", 8, false), f.opcode);
+      if (f.opcode != model::kTraceNone16) set(var(h, "port", "tx_opcode", 8, false), f.opcode);
       if (f.psn != kTraceNone) set(var(h, "port", "tx_psn", 24, false), f.psn);
       return;
     case TraceKind::PktRx:

@@ -257,47 +257,8 @@ bool StepController::execute(const std::string& line, const model::TraceEvent& e
     return true;
   }
   const std::string& c = w[0];
-  if (c == "c" || c == "continue") {
-    uint64_t n = 1;
-    if (w.size() > 1) {
-      char* end = nullptr;
-      n = std::strtoull(w[1].c_str(), &end, 0);
-      if (*end || n == 0) {
-        std::fprintf(out_, "step: continue takes a positive count, not '%s'\n", w[1].c_str());
-        return false;
-      }
-    }
-    skip_ = n - 1;
-    return true;
-  }
-  if (c == "n" || c == "next") {
-    if (w.size() < 2) {
-      std::fputs("step: next what? (cqe, pkt, doorbell, irq, eqe, event, arm, an event name or a filter)\n", out_);
-      return false;
-    }
-    static const std::map<std::string, std::string> alias = {
-        {"cqe", "kind=cqe.write"}, {"pkt", "unit=port;kind=pkt.tx,pkt.rx"}, {"packet", "unit=port;kind=pkt.tx,pkt.rx"},
-        {"doorbell", "kind=doorbell"}, {"db", "kind=doorbell"},         {"irq", "kind=irq"},
-        {"eqe", "kind=eqe.write"},     {"event", "kind=event"},          {"arm", "kind=cq.arm"}};
-    std::string spec;
-    auto a = alias.find(w[1]);
-    if (a != alias.end())
-      spec = a->second;
-    else if (w[1].find('=') != std::string::npos)
-      spec = w[1];
-    else
-      spec = "kind=" + w[1];
-    TraceFilter f;
-    std::string err;
-    if (!f.parse(spec, err)) {
-      std::fprintf(out_, "step: %s\n", err.c_str());
-      return false;
-    }
-    until_filter_ = f;
-    until_ = true;
-    skip_ = 0;
-    return true;
-  }
+  if (c == "c" || c == "continue") return cmd_continue(w);
+  if (c == "n" || c == "next") return cmd_next(w);
   if (c == "q" || c == "quit") {
     active_ = false;
     std::fputs("step: no more pauses\n", out_);
@@ -307,34 +268,79 @@ bool StepController::execute(const std::string& line, const model::TraceEvent& e
     std::fputs(help_text(), out_);
     return false;
   }
-  if (c == "p" || c == "print") {
-    if (w.size() >= 2 && w[1] == "stats") {
-      std::fputs(insp_ ? insp_->stats().c_str() : "step: no model to inspect\n", out_);
-      return false;
-    }
-    if (w.size() < 3 || (w[1] != "qp" && w[1] != "bt" && w[1] != "cq")) {
-      std::fputs("step: p qp QPN | p bt QPN | p cq CQN [HOST] | p stats\n", out_);
-      return false;
-    }
+  if (c == "p" || c == "print") return cmd_print(w, ev);
+  std::fprintf(out_, "step: unknown command '%s' (h for help)\n", c.c_str());
+  return false;
+}
+
+bool StepController::cmd_continue(const std::vector<std::string>& w) {
+  uint64_t n = 1;
+  if (w.size() > 1) {
     char* end = nullptr;
-    const unsigned long n = std::strtoul(w[2].c_str(), &end, 0);
-    if (*end) {
-      std::fprintf(out_, "step: '%s' is not a number\n", w[2].c_str());
+    n = std::strtoull(w[1].c_str(), &end, 0);
+    if (*end || n == 0) {
+      std::fprintf(out_, "step: continue takes a positive count, not '%s'\n", w[1].c_str());
       return false;
     }
-    uint32_t host;
-    if (!host_arg(w, 3, ev.host, host)) return false;
-    if (!insp_) {
-      std::fputs("step: no model to inspect\n", out_);
-      return false;
-    }
-    const std::string r = w[1] == "qp" ? insp_->qp(host, uint32_t(n))
-                        : w[1] == "bt" ? insp_->bt(host, uint32_t(n))
-                                       : insp_->cq(host, uint32_t(n));
-    std::fputs(r.c_str(), out_);
+  }
+  skip_ = n - 1;
+  return true;
+}
+
+bool StepController::cmd_next(const std::vector<std::string>& w) {
+  if (w.size() < 2) {
+    std::fputs("step: next what? (cqe, pkt, doorbell, irq, eqe, event, arm, an event name or a filter)\n", out_);
     return false;
   }
-  std::fprintf(out_, "step: unknown command '%s' (h for help)\n", c.c_str());
+  static const std::map<std::string, std::string> alias = {
+      {"cqe", "kind=cqe.write"}, {"pkt", "unit=port;kind=pkt.tx,pkt.rx"}, {"packet", "unit=port;kind=pkt.tx,pkt.rx"},
+      {"doorbell", "kind=doorbell"}, {"db", "kind=doorbell"},         {"irq", "kind=irq"},
+      {"eqe", "kind=eqe.write"},     {"event", "kind=event"},          {"arm", "kind=cq.arm"}};
+  std::string spec;
+  auto a = alias.find(w[1]);
+  if (a != alias.end())
+    spec = a->second;
+  else if (w[1].find('=') != std::string::npos)
+    spec = w[1];
+  else
+    spec = "kind=" + w[1];
+  TraceFilter f;
+  std::string err;
+  if (!f.parse(spec, err)) {
+    std::fprintf(out_, "step: %s\n", err.c_str());
+    return false;
+  }
+  until_filter_ = f;
+  until_ = true;
+  skip_ = 0;
+  return true;
+}
+
+bool StepController::cmd_print(const std::vector<std::string>& w, const model::TraceEvent& ev) {
+  if (w.size() >= 2 && w[1] == "stats") {
+    std::fputs(insp_ ? insp_->stats().c_str() : "step: no model to inspect\n", out_);
+    return false;
+  }
+  if (w.size() < 3 || (w[1] != "qp" && w[1] != "bt" && w[1] != "cq")) {
+    std::fputs("step: p qp QPN | p bt QPN | p cq CQN [HOST] | p stats\n", out_);
+    return false;
+  }
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(w[2].c_str(), &end, 0);
+  if (*end) {
+    std::fprintf(out_, "step: '%s' is not a number\n", w[2].c_str());
+    return false;
+  }
+  uint32_t host;
+  if (!host_arg(w, 3, ev.host, host)) return false;
+  if (!insp_) {
+    std::fputs("step: no model to inspect\n", out_);
+    return false;
+  }
+  const std::string r = w[1] == "qp" ? insp_->qp(host, uint32_t(n))
+                      : w[1] == "bt" ? insp_->bt(host, uint32_t(n))
+                                     : insp_->cq(host, uint32_t(n));
+  std::fputs(r.c_str(), out_);
   return false;
 }
 

@@ -105,6 +105,10 @@ class StepController : public model::TraceSink {
   void pause(const model::TraceEvent& ev);
   /** Run one command; true when the simulation should resume. */
   bool execute(const std::string& line, const model::TraceEvent& ev);
+  /** c [N], n WHAT, p ...: @p w is the command's words; the result as for execute(). */
+  bool cmd_continue(const std::vector<std::string>& w);
+  bool cmd_next(const std::vector<std::string>& w);
+  bool cmd_print(const std::vector<std::string>& w, const model::TraceEvent& ev);
   bool host_arg(const std::vector<std::string>& w, size_t i, uint32_t cur, uint32_t& host);
 
   FILE* in_;

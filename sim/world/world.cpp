@@ -166,15 +166,15 @@ World::World(const WorldConfig& cfg)
       h->port().set_tap([this](uint64_t t_ps, const model::Packet& p) { pcap_->write(t_ps / 1000, p.data, p.len); });
   }
   if (step_io.in) open_step(step_io, names);
-  wire_tracer_.attach(sink, 0);
+  net_tracer_.attach(sink, 0);
   // Two hosts: a cable; more: a switch.
   if (cfg.hosts == 2) {
-    cables_.push_back(std::make_unique<CableEnd>(&hcas_[1]->port(), prof_->propagation_ps, wire_tracer_));
-    cables_.push_back(std::make_unique<CableEnd>(&hcas_[0]->port(), prof_->propagation_ps, wire_tracer_));
+    cables_.push_back(std::make_unique<CableEnd>(&hcas_[1]->port(), prof_->propagation_ps, net_tracer_));
+    cables_.push_back(std::make_unique<CableEnd>(&hcas_[0]->port(), prof_->propagation_ps, net_tracer_));
     hcas_[0]->port().attach_wire(cables_[0].get());
     hcas_[1]->port().attach_wire(cables_[1].get());
   } else if (cfg.hosts > 2) {
-    switch_ = std::make_unique<Switch>(*prof_, wire_tracer_);
+    switch_ = std::make_unique<Switch>(*prof_, net_tracer_);
     for (auto& h : hcas_) h->port().attach_wire(switch_->attach(h->port()));
   }
   // Neighbour table: every host's GIDs resolve to its MAC.
@@ -333,6 +333,14 @@ bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v
   HCASIM_STAT_FIELDS(X)
 #undef X
   return false;
+}
+
+void drop_rx(model::Hca& hca, uint32_t qpn, uint32_t psn, uint32_t count) {
+  hca.drop_rx_if(
+      [qpn, psn](const wire::ParsedFrame& f) {
+        return (qpn == kMatchAny || f.h.dest_qp == qpn) && (psn == kMatchAny || f.h.psn == psn);
+      },
+      count);
 }
 
 std::string World::stats_text() {

@@ -15,8 +15,8 @@
  *   HCASIM_PACE=0 (cross idle gaps at full speed instead of wall-clock pace; engine.h).
  *
  * With HCASIM_FABRIC=socket the process builds no world: it joins that cross-process fabric
- * as one host (HCASIM_HOST=i picks the slot; sim/fabric/client_link.h), and the device
- * process (hcasim-device) reads the variables above instead.
+ * as one host (HCASIM_HOST=i picks the slot; the drop-in library decides, sim/dropin), and the
+ * device process (hcasim-device, which builds the world) reads the variables above instead.
  *
  * Every output is completed at exit (or when the World is destroyed): the timeline's JSON is
  * closed, the VCD header written, the pcap flushed.
@@ -36,7 +36,7 @@
 #include "text_trace.h"
 #include "timeline_trace.h"
 #include "vcd_trace.h"
-#include "wire.h"
+#include "cable_switch.h"
 
 namespace hcasim::sim {
 
@@ -59,6 +59,22 @@ struct WorldConfig {
   /** @brief Read HCASIM_*; on a bad value sets @p err (naming the variable) and returns false. */
   static bool from_env(WorldConfig& cfg, std::string& err);
 };
+
+/**
+ * @brief Counter @p name ("tx_packets", "rnr_naks", ...: the HcaStats field names) of @p s into
+ * @p v; false for an unknown name. What hcasim_sim_counter() answers, in-process or on a fabric.
+ */
+bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v);
+
+/** @brief "Any QP" / "any PSN" for drop_rx() (sim_control.h spells it 0xffffffff). */
+constexpr uint32_t kMatchAny = 0xffffffff;
+
+/**
+ * @brief Fault injection: @p hca drops the next @p count frames it receives for destination QP
+ * @p qpn with PSN @p psn (either may be kMatchAny). What hcasim_sim_drop_rx() does. Call with
+ * the engine's lock held.
+ */
+void drop_rx(model::Hca& hca, uint32_t qpn, uint32_t psn, uint32_t count);
 
 class SimLink;
 
@@ -106,7 +122,7 @@ class World {
   std::vector<std::unique_ptr<IommuShadow>> shadows_;
   std::unique_ptr<HcaInspector> inspector_;
   std::unique_ptr<StepController> step_;
-  model::Tracer wire_tracer_;
+  model::Tracer net_tracer_;  ///< the cable's / switch's events (host 0)
   std::vector<std::unique_ptr<model::Hca>> hcas_;
   std::vector<std::unique_ptr<CableEnd>> cables_;
   std::unique_ptr<Switch> switch_;

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// The drop-in libibverbs.so.1's platform glue (README.md).
 // Makes the simulator the driver's device source — the in-process world, or, with
 // HCASIM_FABRIC set, this process's host on a cross-process fabric — and exports the
 // simulator's own interface (sim_control.h), forwarded to the device process in fabric mode.
@@ -42,10 +43,6 @@ int remote(ControlOp op, const char* device, const char* name, uint32_t qpn, uin
 }
 }  // namespace
 
-namespace hcasim::sim {
-bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v);
-}
-
 #define HCASIM_EXPORT extern "C" __attribute__((visibility("default")))
 
 HCASIM_EXPORT int hcasim_sim_present(void) { return 1; }
@@ -69,11 +66,7 @@ HCASIM_EXPORT int hcasim_sim_drop_rx(const char* device_name, uint32_t qpn, uint
   std::lock_guard<std::recursive_mutex> g(hcasim::sim::Engine::instance().mutex());
   hcasim::model::Hca* h = w->find(device_name);
   if (!h) return -1;
-  h->drop_rx_if(
-      [qpn, psn](const hcasim::wire::ParsedFrame& f) {
-        return (qpn == 0xffffffff || f.h.dest_qp == qpn) && (psn == 0xffffffff || f.h.psn == psn);
-      },
-      count);
+  hcasim::sim::drop_rx(*h, qpn, psn, count);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "wire.h"
+#include "cable_switch.h"
 
 #include <cstring>
 
@@ -12,8 +12,8 @@ CableEnd::CableEnd(model::PacketReceiver* to, uint64_t propagation_ps, model::Tr
 void CableEnd::carry(model::PacketPtr pkt, uint64_t tx_end_ps) {
   ++frames_;
   if (drop && drop(*pkt)) {
-    HCASIM_TRACE(tracer_, Wire, Error, 0xffffffff, model::TraceFields(), "frame %llu lost on the wire",
-                 static_cast<unsigned long long>(pkt->id));
+    HCASIM_TRACE(tracer_, Wire, Error, model::kTraceNone, model::TraceFields().set_count(pkt->len),
+                 "frame %llu lost on the wire", static_cast<unsigned long long>(pkt->id));
     return;
   }
   flight_.push(tx_end_ps + prop_, std::move(pkt));
@@ -58,7 +58,8 @@ struct Switch::Ingress : model::WireSide {
   void forward(model::PacketPtr& p) {
     auto it = sw.by_mac_.find(mac_key(p->data));
     if (it == sw.by_mac_.end()) {
-      HCASIM_TRACE(sw.tracer_, Wire, Error, 0xffffffff, model::TraceFields(), "switch: unknown destination MAC, frame dropped");
+      HCASIM_TRACE(sw.tracer_, Wire, Error, model::kTraceNone, model::TraceFields().set_count(p->len),
+                   "switch: unknown destination MAC, frame dropped");
       return;
     }
     it->second->txq.push(model::now_ps(), std::move(p));

@@ -11,7 +11,7 @@
  * - ibverbs-utils and perftest binaries start against our library (LD_LIBRARY_PATH and
  *   LD_PRELOAD) without loader errors, and the loader really picked ours.
  *
- * Paths come from CMake (hcasim_add_libibverbs_abi_test). Tests needing the system library or
+ * Paths come from CMake (tests/abi/CMakeLists.txt). Tests needing the system library or
  * tools that are absent are skipped.
  */
 #include <gtest/gtest.h>
@@ -32,7 +32,7 @@
 #error "HCASIM_LIBIBVERBS_PATH must name the built libibverbs.so.1"
 #endif
 #ifndef HCASIM_SYSTEM_LIBIBVERBS_PATH
-#define HCASIM_SYSTEM_LIBIBVERBS_PATH "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
+#error "HCASIM_SYSTEM_LIBIBVERBS_PATH must name rdma-core's libibverbs.so.1 (or be empty: skipped)"
 #endif
 #ifndef HCASIM_OBJDUMP
 #define HCASIM_OBJDUMP "objdump"

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
- * @file wire.h
- * @brief Links between ports: a point-to-point cable (propagation delay) and a store-and-
- *        forward Ethernet switch (MAC learning-free: every host's MAC is known up front).
- *        Ports serialise at line rate themselves; a wire adds what happens in between.
+ * @file cable_switch.h
+ * @brief What connects the hosts' ports: a point-to-point cable (propagation delay) and a
+ *        store-and-forward Ethernet switch (MAC learning-free: every host's MAC is known up
+ *        front). Ports serialise at line rate themselves; these add what happens in between.
+ *        (The frame format on them is model/wire's; nothing here parses frames.)
  */
 #pragma once
 
