@@ -7,9 +7,9 @@
 
 namespace hcasim::model {
 
-CommandUnit::CommandUnit(HcaCore& core, hw::HcaCaps caps,
+CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq, hw::HcaCaps caps,
                          std::function<void(QpContext&, hw::QpState)> on_state)
-    : c_(core), caps_(caps), on_state_(std::move(on_state)) {}
+    : tracer_(tracer), qpc_(qpc), mrs_(mrs), cq_(cq), eq_(eq), caps_(caps), on_state_(std::move(on_state)) {}
 
 template <typename T>
 static T in_as(const hw::CmdMailbox& mb) {
@@ -59,7 +59,7 @@ hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc
     qp.qpc = keep;
   }
   if (to != from) {
-    HCASIM_TRACE(c_.tracer, Command, QpState, q.qpn, TraceFields(), "QP 0x%x %s -> %s", q.qpn, state_name(from),
+    HCASIM_TRACE(tracer_, Command, QpState, q.qpn, TraceFields(), "QP 0x%x %s -> %s", q.qpn, state_name(from),
                  state_name(to));
     if (on_state_) on_state_(qp, from);
   }
@@ -87,54 +87,54 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
       // Key = index << 8 | variant byte, as mlx5 mkeys are, so stale keys stay invalid.
       m.key = (next_mkey_++ << 8) | mkey_tag_;
       mkey_tag_ = uint8_t(mkey_tag_ * 5 + 1);
-      if (!c_.mrs.add(m)) return fail(hw::CmdStatus::BadResource);
+      if (!mrs_.add(m)) return fail(hw::CmdStatus::BadResource);
       mb.arg0 = m.key;
       return;
     }
     case hw::CmdOpcode::DestroyMkey:
-      if (!c_.mrs.remove(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      if (!mrs_.remove(mb.arg0)) fail(hw::CmdStatus::BadResource);
       return;
     case hw::CmdOpcode::CreateEq: {
       auto e = in_as<hw::Eqc>(mb);
       e.eqn = next_eqn_++;
-      if (!c_.eq.create(e)) return fail(hw::CmdStatus::BadResource);
+      if (!eq_.create(e)) return fail(hw::CmdStatus::BadResource);
       mb.arg0 = e.eqn;
       return;
     }
     case hw::CmdOpcode::DestroyEq:
-      if (!c_.eq.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      if (!eq_.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
       return;
     case hw::CmdOpcode::CreateCq: {
       auto cq = in_as<hw::Cqc>(mb);
-      if (!c_.eq.exists(cq.eqn)) return fail(hw::CmdStatus::BadResource);
+      if (!eq_.exists(cq.eqn)) return fail(hw::CmdStatus::BadResource);
       cq.cqn = next_cqn_++;
-      if (!c_.cq.create(cq)) return fail(hw::CmdStatus::BadResource);
+      if (!cq_.create(cq)) return fail(hw::CmdStatus::BadResource);
       mb.arg0 = cq.cqn;
       return;
     }
     case hw::CmdOpcode::DestroyCq:
-      if (!c_.cq.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      if (!cq_.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
       return;
     case hw::CmdOpcode::CreateQp: {
       auto q = in_as<hw::Qpc>(mb);
-      if (!pds_.count(q.pdn) || !c_.cq.exists(q.send_cqn) || !c_.cq.exists(q.recv_cqn))
+      if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
         return fail(hw::CmdStatus::BadResource);
       q.qpn = next_qpn_++;
       q.state = uint8_t(hw::QpState::Reset);
-      QpContext* qp = c_.qpc.create(q.qpn);
+      QpContext* qp = qpc_.create(q.qpn);
       if (!qp) return fail(hw::CmdStatus::BadResource);
       qp->qpc = q;
       mb.arg0 = q.qpn;
       return;
     }
     case hw::CmdOpcode::ModifyQp: {
-      QpContext* qp = c_.qpc.find(mb.arg0);
+      QpContext* qp = qpc_.find(mb.arg0);
       if (!qp) return fail(hw::CmdStatus::BadResource);
       fail(modify_qp(*qp, mb.arg1, in_as<hw::Qpc>(mb)));
       return;
     }
     case hw::CmdOpcode::QueryQp: {
-      QpContext* qp = c_.qpc.find(mb.arg0);
+      QpContext* qp = qpc_.find(mb.arg0);
       if (!qp) return fail(hw::CmdStatus::BadResource);
       hw::Qpc q = qp->qpc;
       q.sq_psn = qp->next_psn;
@@ -143,7 +143,7 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
       return;
     }
     case hw::CmdOpcode::DestroyQp:
-      if (!c_.qpc.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
+      if (!qpc_.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
       return;
     default:
       fail(hw::CmdStatus::BadOpcode);

@@ -17,27 +17,32 @@ static const char* cqe_opcode_name(hw::CqeOpcode op) {
   }
 }
 
+static bool is_recv(hw::CqeOpcode op) { return op != hw::CqeOpcode::Req && op != hw::CqeOpcode::ReqErr; }
+
 // Typed trace fields (built only when tracing is on).
+/** A CQ's arm state after an arm or an event decision; @p event: the decision fired one. */
 template <typename CqT>
-static TraceFields arm_fields(uint32_t cqn, const CqT& cq, uint32_t ci = kTraceNone, uint16_t extra = 0) {
-  TraceFields f;
-  f.queue = cqn;
-  f.index = ci;
-  f.flags = uint16_t(extra | (cq.armed ? kTfArmed : 0) | (cq.armed && cq.solicited_only ? kTfArmSolicited : 0));
-  return f;
+static TraceFields arm_fields(uint32_t cqn, const CqT& cq, uint32_t ci = kTraceNone, bool event = false) {
+  return TraceFields()
+      .set_queue(cqn)
+      .set_index(ci)
+      .set_flag(kTfEvent, event)
+      .set_flag(kTfArmed, cq.armed)
+      .set_flag(kTfArmSolicited, cq.armed && cq.solicited_only);
 }
 
+/** A CQE written as number @p pi_after - 1 of CQ @p cqn. */
 static TraceFields cqe_fields(uint32_t cqn, uint32_t pi_after, const CqeInfo& in) {
-  TraceFields f;
-  f.queue = cqn;
-  f.index = pi_after;
-  f.wqe = in.wqe_counter;
-  f.opcode = uint16_t(in.opcode);
-  f.count = in.byte_cnt;
-  const bool recv = in.opcode != hw::CqeOpcode::Req && in.opcode != hw::CqeOpcode::ReqErr;
-  f.flags = uint16_t((recv ? kTfRq : 0) | ((in.flags & hw::kCqeSolicited) ? kTfSolicited : 0) |
-                     (in.syndrome != hw::CqeSyndrome::Ok ? kTfError : 0));
-  return f;
+  return TraceFields()
+      .set_queue(cqn)
+      .set_index(pi_after)
+      .set_wqe(in.wqe_counter)
+      .set_opcode(uint16_t(in.opcode))
+      .set_count(in.byte_cnt)
+      .set_status(uint16_t(in.syndrome))
+      .set_flag(kTfRq, is_recv(in.opcode))
+      .set_flag(kTfSolicited, in.flags & hw::kCqeSolicited)
+      .set_flag(kTfError, in.syndrome != hw::CqeSyndrome::Ok);
 }
 
 CqUnit::CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingProfile& prof,
@@ -60,7 +65,7 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
     cq.solicited_only = false;  // "next" upgrades a pending "solicited only"; never the reverse
   }
   cq.ci_seen = ci;
-  HCASIM_TRACE(tracer_, Cq, CqArm, 0xffffffff, arm_fields(cqn, cq, ci),
+  HCASIM_TRACE(tracer_, Cq, CqArm, kTraceNone, arm_fields(cqn, cq, ci),
                  "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci, solicited_only ? "solicited" : "next", was,
                cq.solicited_only ? "solicited" : "next");
   // CQEs after the request that no earlier event already reported (an arm that lands while
@@ -68,7 +73,7 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
   const uint32_t from = int32_t(cq.event_pi - pi_at_request) > 0 ? cq.event_pi : pi_at_request;
   const bool missed = cq.solicited_only ? int32_t(cq.trigger_pi - from) > 0 : cq.pi != from;
   if (!missed) return;
-  HCASIM_TRACE(tracer_, Cq, EventDecision, 0xffffffff, arm_fields(cqn, cq, kTraceNone, kTfEvent),
+  HCASIM_TRACE(tracer_, Cq, EventDecision, kTraceNone, arm_fields(cqn, cq, kTraceNone, true),
                  "CQ %u EVENT: %u CQE(s) landed after the arm was issued -> EQ %u", cqn, cq.pi - from,
                  cq.cqc.eqn);
   cq.armed = false;
@@ -91,13 +96,15 @@ void CqUnit::land(Pending& p) {
     // Looks full: read the consumer index the driver published in the doorbell record.
     hw::CqDbrec rec{};
     if (dma_.read(cq.cqc.dbrec_addr, &rec, sizeof rec, in.qpn, "cq.dbrec"))
-      cq.ci_seen = hw::from_be32(rec.set_ci) & 0xffffff;
+      cq.ci_seen = hw::cq_dbrec_ci(rec);
     // The doorbell record carries 24 bits; rebuild the full counter near pi.
     cq.ci_seen = (cq.pi & ~0xffffffu) | cq.ci_seen;
     if (cq.ci_seen > cq.pi) cq.ci_seen -= 0x1000000;
     if (cq.pi - cq.ci_seen >= size) {
       ++overflows_;
-      HCASIM_TRACE(tracer_, Cq, Error, in.qpn, TraceFields(), "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)",
+      HCASIM_TRACE(tracer_, Cq, Error, in.qpn,
+                   TraceFields().set_queue(p.cqn).set_index(cq.pi).set_wqe(in.wqe_counter).set_flag(kTfError),
+                   "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)",
                    p.cqn, cq.pi, cq.ci_seen, size);
       if (!cq.overflowed) {  // report once; the CQ is in error from now on
         cq.overflowed = true;
@@ -107,18 +114,20 @@ void CqUnit::land(Pending& p) {
       return;
     }
   }
-  hw::Cqe c{};
-  c.timestamp = hw::to_be64(now_ps() / 1000);
-  c.byte_cnt = hw::to_be32(in.byte_cnt);
-  c.imm = in.imm;
-  c.qpn = hw::to_be32(in.qpn & hw::kQpnMask);
-  c.src_qp = hw::to_be32(in.src_qp);
-  c.wqe_counter = hw::to_be16(in.wqe_counter);
-  c.syndrome = uint8_t(in.syndrome);
-  c.flags = in.flags;
-  c.req_opcode = uint8_t(in.req_opcode);
+  hw::CqeFields cf;
+  cf.opcode = in.opcode;
+  cf.timestamp_ns = now_ps() / 1000;
+  cf.byte_cnt = in.byte_cnt;
+  cf.imm = in.imm;
+  cf.qpn = in.qpn;
+  cf.src_qp = in.src_qp;
+  cf.wqe_counter = in.wqe_counter;
+  cf.syndrome = in.syndrome;
+  cf.flags = in.flags;
+  cf.req_opcode = in.req_opcode;
   const uint8_t owner = hw::cqe_owner_for(cq.pi, cq.cqc.log_size);
-  c.op_own = uint8_t(uint8_t(in.opcode) << 4) | owner;
+  hw::Cqe c;
+  hw::set_cqe(c, cf, owner);
   const uint32_t index = cq.pi & (size - 1);
   BtResult t = bt_.translate(cq.cqc.buf, uint64_t(index) * hw::kCqeSize, cq.cursor, in.qpn, "cq");
   if (!t.ok) return;
@@ -132,8 +141,8 @@ void CqUnit::land(Pending& p) {
 
   // Completion-event decision (IBTA 11.4.2.2 / ibv_req_notify_cq(3)).
   const bool is_error = in.syndrome != hw::CqeSyndrome::Ok;
-  const bool is_recv = in.opcode != hw::CqeOpcode::Req && in.opcode != hw::CqeOpcode::ReqErr;
-  const bool solicited = is_recv && (in.flags & hw::kCqeSolicited);
+  const bool recv = is_recv(in.opcode);
+  const bool solicited = recv && (in.flags & hw::kCqeSolicited);
   if (solicited || is_error) cq.trigger_pi = cq.pi;
   if (!cq.armed) {
     HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq), "CQ %u no event: not armed", p.cqn);
@@ -142,10 +151,10 @@ void CqUnit::land(Pending& p) {
   if (cq.solicited_only && !solicited && !is_error) {
     HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq),
                  "CQ %u no event: armed solicited-only and this CQE is %s", p.cqn,
-                 is_recv ? "an unsolicited receive" : "a send completion");
+                 recv ? "an unsolicited receive" : "a send completion");
     return;
   }
-  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq, kTraceNone, kTfEvent),
+  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq, kTraceNone, true),
                  "CQ %u EVENT: armed %s, CQE is %s -> EQ %u",
                p.cqn, cq.solicited_only ? "solicited-only" : "next",
                is_error ? "an error" : solicited ? "a solicited receive" : "any completion",

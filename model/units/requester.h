@@ -15,10 +15,13 @@
 
 namespace hcasim::model {
 
+/** @brief The RC requester: one per HCA, serving every QP's send queue. */
 class Requester {
  public:
-  explicit Requester(HcaCore& core);
+  explicit Requester(const TransportUnits& units);
 
+  /** @brief Who moves a QP to ERR (and flushes it) when the requester fails one. */
+  void set_error_handler(QpErrorHandler h) { to_error_ = std::move(h); }
   /** @brief An SQ doorbell landed: @p pi is the new producer counter. */
   void doorbell(uint32_t qpn, uint16_t pi);
   /** @brief A response (ACK/NAK, READ response) arrived for @p qp. */
@@ -39,8 +42,6 @@ class Requester {
   };
   void run(Job& job);
   void schedule(QpContext& qp, Stage stage, uint64_t at_ps);
-  /** @brief Fetch and decode the WQE at @p index; returns its size in WQEBBs (0 on a fault). */
-  uint32_t fetch_wqe(QpContext& qp, uint16_t index, SendWqe& w, uint32_t& table_reads);
   void fetch(QpContext& qp);
   void decode(QpContext& qp);
   void tx(QpContext& qp);
@@ -56,7 +57,8 @@ class Requester {
   /** @brief In SQD with async notify and nothing outstanding: raise SQ drained once. */
   void check_drained(QpContext& qp);
 
-  HcaCore& c_;
+  TransportUnits u_;
+  QpErrorHandler to_error_;
   TimedQueue<Job> jobs_;
   TimerSet ack_timer_;
   uint64_t wqes_ = 0, retransmits_ = 0;

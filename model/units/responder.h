@@ -13,9 +13,13 @@
 
 namespace hcasim::model {
 
+/** @brief The RC responder: one per HCA, serving every QP's receive side. */
 class Responder {
  public:
-  explicit Responder(HcaCore& core) : c_(core) {}
+  explicit Responder(const TransportUnits& units) : u_(units) {}
+
+  /** @brief Who moves a QP to ERR (and flushes it) when the responder fails one. */
+  void set_error_handler(QpErrorHandler h) { to_error_ = std::move(h); }
 
   /** @brief A request packet arrived for @p qp. */
   void on_request(QpContext& qp, const wire::ParsedFrame& f);
@@ -39,7 +43,8 @@ class Responder {
   void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
              const char* why);
 
-  HcaCore& c_;
+  TransportUnits u_;
+  QpErrorHandler to_error_;
   uint64_t acks_ = 0, naks_ = 0, rnr_naks_ = 0, dups_ = 0;
 };
 
