@@ -98,8 +98,9 @@ void CqUnit::land(Pending& p) {
     if (dma_.read(cq.cqc.dbrec_addr, &rec, sizeof rec, in.qpn, "cq.dbrec"))
       cq.ci_seen = hw::cq_dbrec_ci(rec);
     // The doorbell record carries 24 bits; rebuild the full counter near pi.
-    cq.ci_seen = (cq.pi & ~0xffffffu) | cq.ci_seen;
-    if (cq.ci_seen > cq.pi) cq.ci_seen -= 0x1000000;
+    constexpr uint32_t kCiWrap = 1u << 24;
+    cq.ci_seen = (cq.pi & ~(kCiWrap - 1)) | cq.ci_seen;
+    if (cq.ci_seen > cq.pi) cq.ci_seen -= kCiWrap;
     if (cq.pi - cq.ci_seen >= size) {
       ++overflows_;
       HCASIM_TRACE(tracer_, Cq, Error, in.qpn,
