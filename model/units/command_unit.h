@@ -33,6 +33,12 @@ class CommandUnit {
 
  private:
   hw::CmdStatus modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in);
+  // The commands that allocate a number (returned in arg0), and QueryQp.
+  hw::CmdStatus create_mkey(hw::CmdMailbox& mb);
+  hw::CmdStatus create_eq(hw::CmdMailbox& mb);
+  hw::CmdStatus create_cq(hw::CmdMailbox& mb);
+  hw::CmdStatus create_qp(hw::CmdMailbox& mb);
+  hw::CmdStatus query_qp(hw::CmdMailbox& mb);
 
   Tracer& tracer_;
   QpcCache& qpc_;

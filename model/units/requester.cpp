@@ -39,6 +39,26 @@ bool is_atomic(hw::WqeOpcode op) {
 /** READs and atomics complete on their response, not on an ACK. */
 bool needs_response(const InflightMsg& m) { return m.w.op == hw::WqeOpcode::RdmaRead || is_atomic(m.w.op); }
 
+/** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt, AtomicETH). */
+void fill_request_headers(const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
+  const bool ends = wire::is_last(op) || wire::is_only(op);
+  h.ackreq = ends;
+  h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
+         m.w.op != hw::WqeOpcode::RdmaRead;
+  if (wire::has_reth(op)) {
+    h.reth.va = m.w.raddr;
+    h.reth.rkey = m.w.rkey;
+    h.reth.dma_len = m.w.length;
+  }
+  if (wire::has_imm(op)) h.imm_data = m.w.imm;
+  if (is_atomic(m.w.op)) {
+    h.atomic_eth.va = m.w.raddr;
+    h.atomic_eth.rkey = m.w.rkey;
+    h.atomic_eth.swap_add = m.w.swap_add;
+    h.atomic_eth.compare = m.w.compare;
+  }
+}
+
 }  // namespace
 
 Requester::Requester(const TransportUnits& units)
@@ -179,14 +199,95 @@ bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uin
   return len == 0;
 }
 
+bool Requester::must_wait(QpContext& qp, const InflightMsg& m) {
+  if ((m.w.flags & hw::kCtrlFence) && qp.tx_pkt == 0 && !m.sent) {
+    // IBV_SEND_FENCE (ibv_post_send(3); IBTA 10.8.3.3): this WR starts only once every earlier
+    // READ/atomic has its response, so it sees (and sends) what they brought back.
+    bool behind = false;
+    for (size_t i = 0; i < qp.tx_msg && !behind; ++i)
+      behind = needs_response(qp.inflight[i]) && !qp.inflight[i].responded;
+    if (behind) {
+      HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index),
+                   "WQE %u waits: fenced behind an outstanding READ/atomic", m.w.index);
+      return true;
+    }
+  }
+  if (needs_response(m)) {
+    // ibv_modify_qp(3) max_rd_atomic: READs/atomics outstanding at the responder at once.
+    uint32_t outstanding = 0;
+    for (size_t i = 0; i < qp.tx_msg; ++i)
+      if (needs_response(qp.inflight[i]) && !qp.inflight[i].responded) ++outstanding;
+    const uint32_t limit = qp.qpc.max_rd_atomic ? qp.qpc.max_rd_atomic : 1;
+    if (outstanding >= limit) {
+      HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_count(outstanding),
+                   "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Requester::lkeys_ok(QpContext& qp, const InflightMsg& m) {
+  // Local protection checks on the whole gather (or, for READ/atomic, scatter) list.
+  const uint32_t need = needs_response(m) ? uint32_t(hw::kAccessLocalWrite) : 0u;
+  for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
+    const Sge& s = m.w.sge[i];
+    if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok) return false;
+  }
+  return true;
+}
+
+bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
+  wire::BthOpcode op;
+  uint32_t off = 0, len = 0;
+  // decode() admits only SEND/WRITE (with or without immediate), READ, atomics and NOP here.
+  wire::MessageKind kind = wire::MessageKind::Send;
+  if (m.w.op == hw::WqeOpcode::RdmaRead) {
+    op = wire::BthOpcode::RDMA_READ_REQUEST;
+  } else if (is_atomic(m.w.op)) {
+    op = m.w.op == hw::WqeOpcode::AtomicCmpSwap ? wire::BthOpcode::COMPARE_SWAP : wire::BthOpcode::FETCH_ADD;
+  } else {
+    message_kind(m.w.op, kind);
+    wire::Segment s = wire::plan_segments(kind, m.w.length, batch.mtu).segment(qp.tx_pkt);
+    op = s.opcode;
+    off = s.offset;
+    len = s.length;
+  }
+  const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
+  wire::Headers h;
+  if (!u_.frames.headers_for(qp, op, psn, h)) {
+    local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
+    return false;
+  }
+  fill_request_headers(m, op, h);
+  PacketPtr pkt = make_packet();
+  uint8_t* slot = pkt->data + wire::header_length(h);
+  if (len && !gather(qp, m, off, len, slot)) {
+    local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "gather fault");
+    return false;
+  }
+  pkt->len = uint32_t(wire::build_frame(h, slot, len, pkt->data, sizeof pkt->data));
+  // Payload reads overlap: the first pays the PCIe round trip, the next only their transfer.
+  if (len)
+    batch.ready = (batch.first_read ? batch.now + u_.prof.pcie_read_ps : batch.ready) + u_.prof.pcie_xfer_ps(len);
+  batch.first_read = batch.first_read && len == 0;
+  if (qp.tx_pkt == 0)
+    HCASIM_TRACE(u_.tracer, Requester, PktTx, qp.qpc.qpn,
+                 TraceFields().set_wqe(m.w.index).set_peer_qpn(qp.qpc.dest_qpn).set_psn(psn),
+                 "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
+                 qp.qpc.dest_qpn, psn);
+  u_.port.transmit(std::move(pkt), stream_ready(qp, false, batch.ready));
+  return true;
+}
+
 void Requester::tx(QpContext& qp) {
-  const uint64_t now = now_ps();
-  const uint32_t mtu = mtu_of(qp);
-  const uint64_t lookahead = 2 * u_.prof.wire_ps(mtu + 128);
-  uint64_t ready = now;
-  bool first_read = true;
+  TxBatch batch;
+  batch.now = now_ps();
+  batch.mtu = mtu_of(qp);
+  batch.ready = batch.now;
+  const uint64_t lookahead = 2 * u_.prof.wire_ps(batch.mtu + 128);
   while (qp.tx_msg < qp.inflight.size()) {
-    if (u_.port.busy_until() > now + lookahead) {  // back-pressure from the port
+    if (u_.port.busy_until() > batch.now + lookahead) {  // back-pressure from the port
       schedule(qp, Stage::Tx, u_.port.busy_until() - lookahead);
       return;
     }
@@ -198,91 +299,11 @@ void Requester::tx(QpContext& qp) {
       complete_through(qp, wire::psn_add(qp.next_psn, -1));
       continue;
     }
-    const bool is_read = m.w.op == hw::WqeOpcode::RdmaRead;
-    const bool atomic = is_atomic(m.w.op);
-    if ((m.w.flags & hw::kCtrlFence) && qp.tx_pkt == 0 && !m.sent) {
-      // IBV_SEND_FENCE (ibv_post_send(3); IBTA 10.8.3.3): this WR starts only once every earlier
-      // READ/atomic has its response, so it sees (and sends) what they brought back.
-      bool behind = false;
-      for (size_t i = 0; i < qp.tx_msg && !behind; ++i)
-        behind = needs_response(qp.inflight[i]) && !qp.inflight[i].responded;
-      if (behind) {
-        HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index), "WQE %u waits: fenced behind an outstanding READ/atomic",
-                     m.w.index);
-        break;  // resumes when a response arrives
-      }
-    }
-    if (is_read || atomic) {
-      // ibv_modify_qp(3) max_rd_atomic: READs/atomics outstanding at the responder at once.
-      uint32_t outstanding = 0;
-      for (size_t i = 0; i < qp.tx_msg; ++i)
-        if (needs_response(qp.inflight[i]) && !qp.inflight[i].responded) ++outstanding;
-      const uint32_t limit = qp.qpc.max_rd_atomic ? qp.qpc.max_rd_atomic : 1;
-      if (outstanding >= limit) {
-        HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_count(outstanding),
-                     "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
-        break;  // resumes when a response arrives
-      }
-    }
-    if (qp.tx_pkt == 0 && !m.sent) {
-      // Local protection checks on the whole gather (or, for READ/atomic, scatter) list.
-      const uint32_t need = (is_read || atomic) ? uint32_t(hw::kAccessLocalWrite) : 0u;
-      for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
-        const Sge& s = m.w.sge[i];
-        if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok)
-          return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "lkey check failed");
-      }
-    }
-    wire::Headers h;
-    wire::BthOpcode op;
-    uint32_t off = 0, len = 0;
-    // decode() admits only SEND/WRITE (with or without immediate), READ, atomics and NOP here.
-    wire::MessageKind kind = wire::MessageKind::Send;
-    if (is_read) {
-      op = wire::BthOpcode::RDMA_READ_REQUEST;
-    } else if (atomic) {
-      op = m.w.op == hw::WqeOpcode::AtomicCmpSwap ? wire::BthOpcode::COMPARE_SWAP : wire::BthOpcode::FETCH_ADD;
-    } else {
-      message_kind(m.w.op, kind);
-      wire::Segment s = wire::plan_segments(kind, m.w.length, mtu).segment(qp.tx_pkt);
-      op = s.opcode;
-      off = s.offset;
-      len = s.length;
-    }
-    const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
-    if (!u_.frames.headers_for(qp, op, psn, h))
-      return local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
-    const bool ends = wire::is_last(op) || wire::is_only(op);
-    h.ackreq = ends;
-    h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
-           m.w.op != hw::WqeOpcode::RdmaRead;
-    if (wire::has_reth(op)) {
-      h.reth.va = m.w.raddr;
-      h.reth.rkey = m.w.rkey;
-      h.reth.dma_len = m.w.length;
-    }
-    if (wire::has_imm(op)) h.imm_data = m.w.imm;
-    if (atomic) {
-      h.atomic_eth.va = m.w.raddr;
-      h.atomic_eth.rkey = m.w.rkey;
-      h.atomic_eth.swap_add = m.w.swap_add;
-      h.atomic_eth.compare = m.w.compare;
-    }
-    PacketPtr pkt = make_packet();
-    uint8_t* slot = pkt->data + wire::header_length(h);
-    if (len && !gather(qp, m, off, len, slot))
-      return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "gather fault");
-    pkt->len = uint32_t(wire::build_frame(h, slot, len, pkt->data, sizeof pkt->data));
-    // Payload reads overlap: the first pays the PCIe round trip, the next only their transfer.
-    if (len) ready = (first_read ? now + u_.prof.pcie_read_ps : ready) + u_.prof.pcie_xfer_ps(len);
-    first_read = first_read && len == 0;
-    if (qp.tx_pkt == 0)
-      HCASIM_TRACE(u_.tracer, Requester, PktTx, qp.qpc.qpn,
-                   TraceFields().set_wqe(m.w.index).set_peer_qpn(qp.qpc.dest_qpn).set_psn(psn),
-                   "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
-                   qp.qpc.dest_qpn, psn);
-    u_.port.transmit(std::move(pkt), stream_ready(qp, false, ready));
-    if (is_read || atomic || ++qp.tx_pkt >= m.npkts) {
+    if (must_wait(qp, m)) break;  // resumes when a response arrives
+    if (qp.tx_pkt == 0 && !m.sent && !lkeys_ok(qp, m))
+      return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "lkey check failed");
+    if (!send_packet(qp, m, batch)) return;
+    if (needs_response(m) || ++qp.tx_pkt >= m.npkts) {  // a READ/atomic request is one packet
       m.sent = true;
       ++qp.tx_msg;
       qp.tx_pkt = 0;
@@ -439,110 +460,129 @@ void Requester::rewind(QpContext& qp, uint32_t psn) {
 
 void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
   const auto op = f.h.opcode;
-  const uint32_t psn = f.h.psn;
-  if (op == wire::BthOpcode::ACKNOWLEDGE) {
-    const uint8_t syn = f.h.aeth.syndrome;
-    switch (wire::aeth_kind(syn)) {
-      case wire::AethKind::Ack:
-        HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn), "ACK psn=%u msn=%u", psn, f.h.aeth.msn);
-        complete_through(qp, psn);
-        return;
-      case wire::AethKind::RnrNak: {
-        complete_through(qp, wire::psn_add(psn, -1));
-        if (qp.rnr_left == 0) return fail_front(qp, hw::CqeSyndrome::RnrRetryExcErr, "RNR retries exhausted");
-        if (qp.rnr_left != 7) --qp.rnr_left;
-        const uint64_t wait = wire::rnr_timer_ns(wire::aeth_value(syn)) * 1000;
-        HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn), "RNR NAK psn=%u: retry in %.2f us (%u left)",
-                     psn, double(wait) / 1e6, unsigned(qp.rnr_left));
-        rewind(qp, psn);
-        ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
-        schedule(qp, Stage::Tx, now_ps() + wait);
-        return;
-      }
-      case wire::AethKind::Nak: {
-        const auto code = wire::aeth_nak_code(syn);
-        HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn), "NAK %s psn=%u", wire::nak_code_name(code), psn);
-        complete_through(qp, wire::psn_add(psn, -1));
-        switch (code) {
-          case wire::NakCode::PsnSequenceError:
-            rewind(qp, psn);
-            schedule(qp, Stage::Tx, now_ps());
-            return;
-          case wire::NakCode::InvalidRequest:
-            qp.tx_msg = 0;
-            return fail_front(qp, hw::CqeSyndrome::RemoteInvalReqErr, "remote invalid request");
-          case wire::NakCode::RemoteAccessError:
-            qp.tx_msg = 0;
-            return fail_front(qp, hw::CqeSyndrome::RemoteAccessErr, "remote access error");
-          default:
-            qp.tx_msg = 0;
-            return fail_front(qp, hw::CqeSyndrome::RemoteOpErr, "remote operational error");
-        }
-      }
-      default:
-        return;
-    }
-  }
-  if (op >= wire::BthOpcode::RDMA_READ_RESPONSE_FIRST && op <= wire::BthOpcode::RDMA_READ_RESPONSE_ONLY) {
-    // The READ a response answers is the one whose PSN range holds its PSN (a zero-length READ
-    // has one response PSN and nothing to count in read_bytes, so "unfinished" cannot be told
-    // from read_bytes alone). A READ leaves inflight as soon as its last response landed.
-    for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
-      InflightMsg& m = qp.inflight[i];
-      if (m.w.op != hw::WqeOpcode::RdmaRead) continue;
-      const int32_t d = wire::psn_diff(psn, m.first_psn);
-      if (d < 0 || d >= int32_t(m.npkts)) continue;
-      if (m.responded) return;  // duplicate of a finished READ
-      const uint32_t mtu = mtu_of(qp);
-      const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
-      if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
-      if (wire::is_first(op) || wire::is_only(op)) complete_through(qp, wire::psn_add(m.first_psn, -1));
-      uint32_t off = m.read_bytes, left = uint32_t(f.payload_len);
-      const uint8_t* src = f.payload;
-      for (uint32_t k = 0, skip = off; k < m.w.nsge && left; ++k) {
-        const Sge& s = m.w.sge[k];
-        if (skip >= s.len) {
-          skip -= s.len;
-          continue;
-        }
-        uint32_t n = s.len - skip < left ? s.len - skip : left;
-        if (u_.mrs.write(s.lkey, s.addr + skip, src, n, qp.qpc.qpn) < 0)
-          return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "READ scatter fault");
-        src += n;
-        left -= n;
-        skip = 0;
-      }
-      m.read_bytes += uint32_t(f.payload_len);
-      if (wire::is_last(op) || wire::is_only(op)) {
-        m.read_bytes = m.w.length;
-        m.responded = true;  // also marks zero-length READs done
-        complete_through(qp, psn);
-        schedule(qp, Stage::Tx, now_ps());
-      } else {
-        restart_timer(qp);  // progress
-      }
+  if (op == wire::BthOpcode::ACKNOWLEDGE)
+    on_ack(qp, f.h);
+  else if (op >= wire::BthOpcode::RDMA_READ_RESPONSE_FIRST && op <= wire::BthOpcode::RDMA_READ_RESPONSE_ONLY)
+    on_read_response(qp, f);
+  else if (op == wire::BthOpcode::ATOMIC_ACKNOWLEDGE)
+    on_atomic_ack(qp, f.h);
+}
+
+void Requester::on_ack(QpContext& qp, const wire::Headers& h) {
+  const uint32_t psn = h.psn;
+  const uint8_t syn = h.aeth.syndrome;
+  switch (wire::aeth_kind(syn)) {
+    case wire::AethKind::Ack:
+      HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn), "ACK psn=%u msn=%u", psn,
+                   h.aeth.msn);
+      complete_through(qp, psn);
       return;
+    case wire::AethKind::RnrNak: {
+      complete_through(qp, wire::psn_add(psn, -1));
+      if (qp.rnr_left == 0) return fail_front(qp, hw::CqeSyndrome::RnrRetryExcErr, "RNR retries exhausted");
+      if (qp.rnr_left != 7) --qp.rnr_left;
+      const uint64_t wait = wire::rnr_timer_ns(wire::aeth_value(syn)) * 1000;
+      HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn),
+                   "RNR NAK psn=%u: retry in %.2f us (%u left)", psn, double(wait) / 1e6, unsigned(qp.rnr_left));
+      rewind(qp, psn);
+      ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
+      schedule(qp, Stage::Tx, now_ps() + wait);
+      return;
+    }
+    case wire::AethKind::Nak:
+      return on_nak(qp, psn, syn);
+    default:
+      return;
+  }
+}
+
+void Requester::on_nak(QpContext& qp, uint32_t psn, uint8_t syn) {
+  const auto code = wire::aeth_nak_code(syn);
+  HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn), "NAK %s psn=%u",
+               wire::nak_code_name(code), psn);
+  complete_through(qp, wire::psn_add(psn, -1));
+  switch (code) {
+    case wire::NakCode::PsnSequenceError:
+      rewind(qp, psn);
+      schedule(qp, Stage::Tx, now_ps());
+      return;
+    case wire::NakCode::InvalidRequest:
+      qp.tx_msg = 0;
+      return fail_front(qp, hw::CqeSyndrome::RemoteInvalReqErr, "remote invalid request");
+    case wire::NakCode::RemoteAccessError:
+      qp.tx_msg = 0;
+      return fail_front(qp, hw::CqeSyndrome::RemoteAccessErr, "remote access error");
+    default:
+      qp.tx_msg = 0;
+      return fail_front(qp, hw::CqeSyndrome::RemoteOpErr, "remote operational error");
+  }
+}
+
+bool Requester::scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src, uint32_t len) {
+  for (uint32_t k = 0, skip = offset; k < m.w.nsge && len; ++k) {
+    const Sge& s = m.w.sge[k];
+    if (skip >= s.len) {
+      skip -= s.len;
+      continue;
+    }
+    uint32_t n = s.len - skip < len ? s.len - skip : len;
+    if (u_.mrs.write(s.lkey, s.addr + skip, src, n, qp.qpc.qpn) < 0) return false;
+    src += n;
+    len -= n;
+    skip = 0;
+  }
+  return true;
+}
+
+void Requester::on_read_response(QpContext& qp, const wire::ParsedFrame& f) {
+  const auto op = f.h.opcode;
+  const uint32_t psn = f.h.psn;
+  // The READ a response answers is the one whose PSN range holds its PSN (a zero-length READ
+  // has one response PSN and nothing to count in read_bytes, so "unfinished" cannot be told
+  // from read_bytes alone). A READ leaves inflight as soon as its last response landed.
+  for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
+    InflightMsg& m = qp.inflight[i];
+    if (m.w.op != hw::WqeOpcode::RdmaRead) continue;
+    const int32_t d = wire::psn_diff(psn, m.first_psn);
+    if (d < 0 || d >= int32_t(m.npkts)) continue;
+    if (m.responded) return;  // duplicate of a finished READ
+    const uint32_t mtu = mtu_of(qp);
+    const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
+    if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
+    if (wire::is_first(op) || wire::is_only(op)) complete_through(qp, wire::psn_add(m.first_psn, -1));
+    if (!scatter(qp, m, m.read_bytes, f.payload, uint32_t(f.payload_len)))
+      return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "READ scatter fault");
+    m.read_bytes += uint32_t(f.payload_len);
+    if (wire::is_last(op) || wire::is_only(op)) {
+      m.read_bytes = m.w.length;
+      m.responded = true;  // also marks zero-length READs done
+      complete_through(qp, psn);
+      schedule(qp, Stage::Tx, now_ps());
+    } else {
+      restart_timer(qp);  // progress
     }
     return;
   }
-  if (op == wire::BthOpcode::ATOMIC_ACKNOWLEDGE) {
-    for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
-      InflightMsg& m = qp.inflight[i];
-      if (!is_atomic(m.w.op) || m.first_psn != psn) continue;
-      if (m.responded) return;  // duplicate
-      complete_through(qp, wire::psn_add(psn, -1));
-      // The original remote value lands in the local buffer in host order (as rxe does).
-      const uint64_t orig = f.h.atomic_ack_eth.orig_data;
-      const Sge& s = m.w.sge[0];
-      if (u_.mrs.write(s.lkey, s.addr, &orig, 8, qp.qpc.qpn) < 0)
-        return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "atomic result scatter fault");
-      HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn).set_wqe(m.w.index), "ATOMIC ACK psn=%u original=0x%llx", psn,
-                   static_cast<unsigned long long>(orig));
-      m.responded = true;
-      complete_through(qp, psn);
-      schedule(qp, Stage::Tx, now_ps());
-      return;
-    }
+}
+
+void Requester::on_atomic_ack(QpContext& qp, const wire::Headers& h) {
+  const uint32_t psn = h.psn;
+  for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
+    InflightMsg& m = qp.inflight[i];
+    if (!is_atomic(m.w.op) || m.first_psn != psn) continue;
+    if (m.responded) return;  // duplicate
+    complete_through(qp, wire::psn_add(psn, -1));
+    // The original remote value lands in the local buffer in host order (as rxe does).
+    const uint64_t orig = h.atomic_ack_eth.orig_data;
+    const Sge& s = m.w.sge[0];
+    if (u_.mrs.write(s.lkey, s.addr, &orig, 8, qp.qpc.qpn) < 0)
+      return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "atomic result scatter fault");
+    HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn).set_wqe(m.w.index),
+                 "ATOMIC ACK psn=%u original=0x%llx", psn, static_cast<unsigned long long>(orig));
+    m.responded = true;
+    complete_through(qp, psn);
+    schedule(qp, Stage::Tx, now_ps());
+    return;
   }
 }
 

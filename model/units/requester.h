@@ -45,7 +45,26 @@ class Requester {
   void fetch(QpContext& qp);
   void decode(QpContext& qp);
   void tx(QpContext& qp);
+  /** @brief State of one transmit pass: payload reads of its packets overlap. */
+  struct TxBatch {
+    uint64_t now = 0;
+    uint32_t mtu = 0;
+    uint64_t ready = 0;       ///< when the last payload read completes
+    bool first_read = true;   ///< no payload read yet in this pass
+  };
+  /** @brief Fence or max_rd_atomic holds @p m back (traced); it resumes on a response. */
+  bool must_wait(QpContext& qp, const InflightMsg& m);
+  /** @brief Local key checks of @p m's whole gather (READ/atomic: scatter) list. */
+  bool lkeys_ok(QpContext& qp, const InflightMsg& m);
+  /** @brief Build and queue @p m's next packet (qp.tx_pkt); false after failing @p m locally. */
+  bool send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch);
   bool gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len, uint8_t* dst);
+  /** @brief Place @p len response bytes at byte @p offset of @p m's scatter list. */
+  bool scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src, uint32_t len);
+  void on_ack(QpContext& qp, const wire::Headers& h);
+  void on_nak(QpContext& qp, uint32_t psn, uint8_t syndrome);
+  void on_read_response(QpContext& qp, const wire::ParsedFrame& f);
+  void on_atomic_ack(QpContext& qp, const wire::Headers& h);
   void complete_through(QpContext& qp, uint32_t psn);
   void complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome status);
   void fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why);

@@ -125,123 +125,131 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
     u_.eq.post(u_.cq.eqn_of(qp.qpc.recv_cqn), hw::EqeType::CommEstablished, qpn);
   }
   const int32_t d = wire::psn_diff(h.psn, qp.epsn);
-  if (d < 0) {  // duplicate: the ACK was lost; acknowledge again (READs are replayed)
-    ++dups_;
-    HCASIM_TRACE(u_.tracer, Responder, Ack, qpn, TraceFields().set_psn(h.psn), "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
-    if (op == wire::BthOpcode::RDMA_READ_REQUEST) {
-      read_response(qp, h.psn, h.reth);
-    } else if (wire::has_atomic_eth(op)) {  // answered again from the replay cache, never re-executed
-      for (const auto& r : qp.atomic_replay)
-        if (r.valid && r.psn == h.psn) return atomic_ack(qp, h.psn, r.orig);
-    } else
-      send_ack(qp, wire::psn_add(qp.epsn, -1), wire::aeth_ack(wire::kAethCreditInvalid));
-    return;
-  }
+  if (d < 0) return on_duplicate(qp, h);
   if (d > 0) {  // a gap: NAK once, then drop until the requester goes back
     if (!qp.nak_pending) {
       qp.nak_pending = true;
       HCASIM_TRACE(u_.tracer, Responder, Nak, qpn,
-                   TraceFields().set_psn(h.psn).set_status(wire::aeth_nak(wire::NakCode::PsnSequenceError)), "PSN gap: got %u expected %u", h.psn, qp.epsn);
+                   TraceFields().set_psn(h.psn).set_status(wire::aeth_nak(wire::NakCode::PsnSequenceError)),
+                   "PSN gap: got %u expected %u", h.psn, qp.epsn);
       send_ack(qp, qp.epsn, wire::aeth_nak(wire::NakCode::PsnSequenceError));
     }
     return;
   }
   qp.nak_pending = false;
-  const uint32_t len = uint32_t(f.payload_len);
-  const bool starts = wire::is_first(op) || wire::is_only(op);
-  const bool ends = wire::is_last(op) || wire::is_only(op);
-
-  if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE) {
-    if (starts && !take_recv(qp)) {
-      HCASIM_TRACE(u_.tracer, Responder, Nak, qpn,
-                   TraceFields().set_psn(h.psn).set_status(wire::aeth_rnr_nak(qp.qpc.min_rnr_timer)), "no receive WQE posted: RNR NAK psn=%u", h.psn);
-      send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
-      return;
-    }
-    if (!qp.recv.active) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
-                                      "SEND middle/last without first");
-    // Scatter into the receive WQE's list.
-    RecvInProgress& r = qp.recv;
-    uint32_t skip = r.offset, left = len;
-    const uint8_t* src = f.payload;
-    for (uint32_t i = 0; i < r.nsge && left; ++i) {
-      const Sge& s = r.sge[i];
-      if (skip >= s.len) {
-        skip -= s.len;
-        continue;
-      }
-      const uint32_t n = s.len - skip < left ? s.len - skip : left;
-      if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr + skip, n, hw::kAccessLocalWrite, qpn, "recv lkey") !=
-              MrCheck::Ok ||
-          u_.mrs.write(s.lkey, s.addr + skip, src, n, qpn) < 0)
-        return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
-                     "receive buffer protection error");
-      src += n;
-      left -= n;
-      skip = 0;
-    }
-    if (left) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
-                           "message longer than the receive WQE");
-    r.offset += len;
-    qp.epsn = wire::psn_add(qp.epsn, 1);
-    if (ends) {
-      ++qp.msn;
-      completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h);
-    }
-    if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
-    return;
-  }
-
-  if (op >= wire::BthOpcode::RDMA_WRITE_FIRST && op <= wire::BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE) {
-    if (starts) {
-      if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
-          u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
-                       "rkey") != MrCheck::Ok)
-        return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
-      qp.write_active = true;
-      qp.write_va = h.reth.va;
-      qp.write_rkey = h.reth.rkey;
-      qp.write_len = h.reth.dma_len;
-      qp.write_done = 0;
-    }
-    if (!qp.write_active || uint64_t(qp.write_done) + len > qp.write_len)
-      return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE length mismatch");
-    if (ends && wire::has_imm(op) && !take_recv(qp)) {
-      HCASIM_TRACE(u_.tracer, Responder, Nak, qpn,
-                   TraceFields().set_psn(h.psn).set_status(wire::aeth_rnr_nak(qp.qpc.min_rnr_timer)), "WRITE_WITH_IMM needs a receive WQE: RNR NAK psn=%u",
-                   h.psn);
-      send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
-      return;
-    }
-    if (len && u_.mrs.write(qp.write_rkey, qp.write_va + qp.write_done, f.payload, len, qpn) < 0)
-      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "DMA fault");
-    qp.write_done += len;
-    qp.epsn = wire::psn_add(qp.epsn, 1);
-    if (ends) {
-      if (qp.write_done != qp.write_len)
-        return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE shorter than RETH");
-      qp.write_active = false;
-      ++qp.msn;
-      if (wire::has_imm(op)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h);
-    }
-    if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
-    return;
-  }
-
-  if (op == wire::BthOpcode::RDMA_READ_REQUEST) {
-    if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
-        u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qpn,
-                     "rkey") != MrCheck::Ok)
-      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
-    ++qp.msn;
-    read_response(qp, h.psn, h.reth);
-    const uint32_t n = wire::plan_segments(wire::MessageKind::ReadResponse, h.reth.dma_len,
-                                           mtu_of(qp)).num_packets;
-    qp.epsn = wire::psn_add(qp.epsn, n);
-    return;
-  }
+  if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE) return on_send(qp, f);
+  if (op >= wire::BthOpcode::RDMA_WRITE_FIRST && op <= wire::BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE)
+    return on_write(qp, f);
+  if (op == wire::BthOpcode::RDMA_READ_REQUEST) return on_read(qp, h);
   if (wire::has_atomic_eth(op)) return atomic(qp, h);
   fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "unsupported opcode");
+}
+
+void Responder::on_duplicate(QpContext& qp, const wire::Headers& h) {
+  // The ACK was lost; acknowledge again (READs are replayed).
+  ++dups_;
+  HCASIM_TRACE(u_.tracer, Responder, Ack, qp.qpc.qpn, TraceFields().set_psn(h.psn), "duplicate psn=%u (expected %u)",
+               h.psn, qp.epsn);
+  if (h.opcode == wire::BthOpcode::RDMA_READ_REQUEST) {
+    read_response(qp, h.psn, h.reth);
+  } else if (wire::has_atomic_eth(h.opcode)) {  // answered again from the replay cache, never re-executed
+    for (const auto& r : qp.atomic_replay)
+      if (r.valid && r.psn == h.psn) return atomic_ack(qp, h.psn, r.orig);
+  } else {
+    send_ack(qp, wire::psn_add(qp.epsn, -1), wire::aeth_ack(wire::kAethCreditInvalid));
+  }
+}
+
+void Responder::rnr_nak(QpContext& qp, uint32_t psn, const char* why) {
+  HCASIM_TRACE(u_.tracer, Responder, Nak, qp.qpc.qpn,
+               TraceFields().set_psn(psn).set_status(wire::aeth_rnr_nak(qp.qpc.min_rnr_timer)), "%s: RNR NAK psn=%u",
+               why, psn);
+  send_ack(qp, psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
+}
+
+void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
+  const wire::Headers& h = f.h;
+  const auto op = h.opcode;
+  const uint32_t qpn = qp.qpc.qpn;
+  const uint32_t len = uint32_t(f.payload_len);
+  const bool ends = wire::is_last(op) || wire::is_only(op);
+  if ((wire::is_first(op) || wire::is_only(op)) && !take_recv(qp)) return rnr_nak(qp, h.psn, "no receive WQE posted");
+  if (!qp.recv.active) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
+                                    "SEND middle/last without first");
+  // Scatter into the receive WQE's list.
+  RecvInProgress& r = qp.recv;
+  uint32_t skip = r.offset, left = len;
+  const uint8_t* src = f.payload;
+  for (uint32_t i = 0; i < r.nsge && left; ++i) {
+    const Sge& s = r.sge[i];
+    if (skip >= s.len) {
+      skip -= s.len;
+      continue;
+    }
+    const uint32_t n = s.len - skip < left ? s.len - skip : left;
+    if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr + skip, n, hw::kAccessLocalWrite, qpn, "recv lkey") !=
+            MrCheck::Ok ||
+        u_.mrs.write(s.lkey, s.addr + skip, src, n, qpn) < 0)
+      return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
+                   "receive buffer protection error");
+    src += n;
+    left -= n;
+    skip = 0;
+  }
+  if (left) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
+                         "message longer than the receive WQE");
+  r.offset += len;
+  qp.epsn = wire::psn_add(qp.epsn, 1);
+  if (ends) {
+    ++qp.msn;
+    completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h);
+  }
+  if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+}
+
+void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
+  const wire::Headers& h = f.h;
+  const auto op = h.opcode;
+  const uint32_t qpn = qp.qpc.qpn;
+  const uint32_t len = uint32_t(f.payload_len);
+  const bool ends = wire::is_last(op) || wire::is_only(op);
+  if (wire::is_first(op) || wire::is_only(op)) {
+    if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
+        u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn, "rkey") !=
+            MrCheck::Ok)
+      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+    qp.write_active = true;
+    qp.write_va = h.reth.va;
+    qp.write_rkey = h.reth.rkey;
+    qp.write_len = h.reth.dma_len;
+    qp.write_done = 0;
+  }
+  if (!qp.write_active || uint64_t(qp.write_done) + len > qp.write_len)
+    return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE length mismatch");
+  if (ends && wire::has_imm(op) && !take_recv(qp)) return rnr_nak(qp, h.psn, "WRITE_WITH_IMM needs a receive WQE");
+  if (len && u_.mrs.write(qp.write_rkey, qp.write_va + qp.write_done, f.payload, len, qpn) < 0)
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "DMA fault");
+  qp.write_done += len;
+  qp.epsn = wire::psn_add(qp.epsn, 1);
+  if (ends) {
+    if (qp.write_done != qp.write_len)
+      return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE shorter than RETH");
+    qp.write_active = false;
+    ++qp.msn;
+    if (wire::has_imm(op)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h);
+  }
+  if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+}
+
+void Responder::on_read(QpContext& qp, const wire::Headers& h) {
+  if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
+      u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qp.qpc.qpn, "rkey") !=
+          MrCheck::Ok)
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+  ++qp.msn;
+  read_response(qp, h.psn, h.reth);
+  const uint32_t n = wire::plan_segments(wire::MessageKind::ReadResponse, h.reth.dma_len, mtu_of(qp)).num_packets;
+  qp.epsn = wire::psn_add(qp.epsn, n);
 }
 
 void Responder::atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig) {

@@ -32,6 +32,14 @@ class Responder {
   uint64_t duplicates() const { return dups_; }
 
  private:
+  /** @brief A request with a PSN already seen: acknowledge (or answer) it again. */
+  void on_duplicate(QpContext& qp, const wire::Headers& h);
+  /** @brief The expected request, by opcode class. */
+  void on_send(QpContext& qp, const wire::ParsedFrame& f);
+  void on_write(QpContext& qp, const wire::ParsedFrame& f);
+  void on_read(QpContext& qp, const wire::Headers& h);
+  /** @brief No receive WQE for a message that needs one: RNR NAK (@p why goes to the trace). */
+  void rnr_nak(QpContext& qp, uint32_t psn, const char* why);
   bool take_recv(QpContext& qp);
   void send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome);
   void read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth);
