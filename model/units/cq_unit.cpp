@@ -86,11 +86,7 @@ void CqUnit::post(uint32_t cqn, const CqeInfo& info) {
   landing_.push(now_ps() + dma_.write_latency_ps(hw::kCqeSize), Pending{cqn, info});
 }
 
-void CqUnit::land(Pending& p) {
-  auto it = cqs_.find(p.cqn);
-  if (it == cqs_.end()) return;
-  Cq& cq = it->second;
-  const CqeInfo& in = p.info;
+bool CqUnit::has_room(uint32_t cqn, Cq& cq, const CqeInfo& in) {
   const uint32_t size = 1u << cq.cqc.log_size;
   if (cq.pi - cq.ci_seen >= size) {
     // Looks full: read the consumer index the driver published in the doorbell record.
@@ -104,17 +100,25 @@ void CqUnit::land(Pending& p) {
     if (cq.pi - cq.ci_seen >= size) {
       ++overflows_;
       HCASIM_TRACE(tracer_, Cq, Error, in.qpn,
-                   TraceFields().set_queue(p.cqn).set_index(cq.pi).set_wqe(in.wqe_counter).set_flag(kTfError),
-                   "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)",
-                   p.cqn, cq.pi, cq.ci_seen, size);
+                   TraceFields().set_queue(cqn).set_index(cq.pi).set_wqe(in.wqe_counter).set_flag(kTfError),
+                   "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)", cqn, cq.pi, cq.ci_seen, size);
       if (!cq.overflowed) {  // report once; the CQ is in error from now on
         cq.overflowed = true;
-        eq_.post(cq.cqc.eqn, hw::EqeType::CqError, p.cqn);
-        if (on_overflow_) on_overflow_(p.cqn);
+        eq_.post(cq.cqc.eqn, hw::EqeType::CqError, cqn);
+        if (on_overflow_) on_overflow_(cqn);
       }
-      return;
+      return false;
     }
   }
+  return true;
+}
+
+void CqUnit::land(Pending& p) {
+  auto it = cqs_.find(p.cqn);
+  if (it == cqs_.end()) return;
+  Cq& cq = it->second;
+  const CqeInfo& in = p.info;
+  if (!has_room(p.cqn, cq, in)) return;
   hw::CqeFields cf;
   cf.opcode = in.opcode;
   cf.timestamp_ns = now_ps() / 1000;
@@ -129,7 +133,7 @@ void CqUnit::land(Pending& p) {
   const uint8_t owner = hw::cqe_owner_for(cq.pi, cq.cqc.log_size);
   hw::Cqe c;
   hw::set_cqe(c, cf, owner);
-  const uint32_t index = cq.pi & (size - 1);
+  const uint32_t index = cq.pi & ((1u << cq.cqc.log_size) - 1);
   BtResult t = bt_.translate(cq.cqc.buf, uint64_t(index) * hw::kCqeSize, cq.cursor, in.qpn, "cq");
   if (!t.ok) return;
   HCASIM_TRACE(tracer_, Cq, CqeWrite, in.qpn, cqe_fields(p.cqn, cq.pi + 1, in),
@@ -139,31 +143,34 @@ void CqUnit::land(Pending& p) {
   dma_.write(t.dma, &c, sizeof c, in.qpn, "cqe", true);
   ++cq.pi;
   ++cqes_;
+  decide_event(p.cqn, cq, in);
+}
 
+void CqUnit::decide_event(uint32_t cqn, Cq& cq, const CqeInfo& in) {
   // Completion-event decision (IBTA 11.4.2.2 / ibv_req_notify_cq(3)).
   const bool is_error = in.syndrome != hw::CqeSyndrome::Ok;
   const bool recv = is_recv(in.opcode);
   const bool solicited = recv && (in.flags & hw::kCqeSolicited);
   if (solicited || is_error) cq.trigger_pi = cq.pi;
   if (!cq.armed) {
-    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq), "CQ %u no event: not armed", p.cqn);
+    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(cqn, cq), "CQ %u no event: not armed", cqn);
     return;
   }
   if (cq.solicited_only && !solicited && !is_error) {
-    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq),
-                 "CQ %u no event: armed solicited-only and this CQE is %s", p.cqn,
+    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(cqn, cq),
+                 "CQ %u no event: armed solicited-only and this CQE is %s", cqn,
                  recv ? "an unsolicited receive" : "a send completion");
     return;
   }
-  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq, kTraceNone, true),
+  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(cqn, cq, kTraceNone, true),
                  "CQ %u EVENT: armed %s, CQE is %s -> EQ %u",
-               p.cqn, cq.solicited_only ? "solicited-only" : "next",
+               cqn, cq.solicited_only ? "solicited-only" : "next",
                is_error ? "an error" : solicited ? "a solicited receive" : "any completion",
                cq.cqc.eqn);
   cq.armed = false;
   cq.event_pi = cq.pi;
   ++events_;
-  eq_.post(cq.cqc.eqn, hw::EqeType::Completion, p.cqn);
+  eq_.post(cq.cqc.eqn, hw::EqeType::Completion, cqn);
 }
 
 }  // namespace hcasim::model

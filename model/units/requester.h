@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file requester.h
- * @brief RC requester: doorbell -> WQE fetch (through the SQ's buffer table) -> decode ->
- *        payload gather (MR checks, DMA) -> MTU segmentation into RoCEv2 packets with PSNs;
+ * @brief RC requester: doorbell -> WQE fetch and decode (the WQE-fetch unit) -> payload gather (MR checks, DMA) -> MTU segmentation into RoCEv2 packets with PSNs;
  *        ACK/NAK and READ-response handling, retransmission from the first unacknowledged
  *        PSN (go-back-N), requester completions.
  */

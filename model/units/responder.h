@@ -2,7 +2,7 @@
 /**
  * @file responder.h
  * @brief RC responder: PSN checks (duplicates re-ACKed, gaps NAKed once), receive-WQE fetch
- *        through the RQ's buffer table and doorbell record, rkey checks, payload DMA writes,
+ *        (the WQE-fetch unit: the RQ's buffer table and doorbell record), rkey checks, payload DMA writes,
  *        READ responses, ACK/NAK/RNR-NAK generation and responder completions.
  */
 #pragma once
