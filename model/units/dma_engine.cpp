@@ -17,22 +17,6 @@ bool HostMemory::write(uint8_t* hva, const void* src, uint64_t len) {
   return true;
 }
 
-std::atomic<uint64_t>& host_visible_epoch() {
-  static std::atomic<uint64_t> epoch{0};
-  return epoch;
-}
-
-namespace {
-bool g_pause_on_visible = false;  // only touched with the device lock held
-}
-
-void pause_on_visible(bool on) { g_pause_on_visible = on; }
-
-void note_host_visible() {
-  host_visible_epoch().fetch_add(1, std::memory_order_relaxed);
-  if (g_pause_on_visible) sc_core::sc_pause();
-}
-
 bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
   HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)), "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* out = static_cast<uint8_t*>(dst);
