@@ -14,7 +14,7 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
   const uint64_t page = abs >> shift;
   const uint64_t in_page = abs & (psize - 1);
   if (page >= desc.npages) {
-    HCASIM_TRACE(tracer_, BufferTable, Error, qpn, TraceFields(),
+    HCASIM_TRACE(tracer_, BufferTable, Error, qpn, TraceFields().set_addr(offset).set_flag(kTfError),
                  "%s: offset 0x%" PRIx64 " beyond %u pages", what, offset, desc.npages);
     return r;
   }
@@ -31,7 +31,7 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
     uint64_t at = desc.bt_root + page * 8;
     if (!dma_.read(at, &entry, 8, qpn, "bt.L1")) return r;
     r.reads = 1;
-    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn, TraceFields(),
+    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn, TraceFields().set_addr(hw::bte_addr(entry)).set_count(r.reads),
                  "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> page dma 0x%" PRIx64, what,
                  page, page, at, hw::bte_addr(entry));
   } else if (desc.levels == 2) {
@@ -41,13 +41,14 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
     uint64_t root = 0;
     if (!dma_.read(root_at, &root, 8, qpn, "bt.L1")) return r;
     if (!hw::bte_valid(root)) {
-      HCASIM_TRACE(tracer_, BufferTable, Error, qpn, TraceFields(), "%s: invalid root entry", what);
+      HCASIM_TRACE(tracer_, BufferTable, Error, qpn, TraceFields().set_addr(root_at).set_flag(kTfError),
+                   "%s: invalid root entry", what);
       return r;
     }
     uint64_t leaf_at = hw::bte_addr(root) + (page % per_leaf) * 8;
     if (!dma_.read(leaf_at, &entry, 8, qpn, "bt.L2")) return r;
     r.reads = 2;
-    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn, TraceFields(),
+    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn, TraceFields().set_addr(hw::bte_addr(entry)).set_count(r.reads),
                  "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64
                  " L2[%" PRIu64 "] -> page dma 0x%" PRIx64,
                  what, page, page / per_leaf, root_at, hw::bte_addr(root), page % per_leaf,
@@ -56,7 +57,8 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
     return r;
   }
   if (!hw::bte_valid(entry)) {
-    HCASIM_TRACE(tracer_, BufferTable, Error, qpn, TraceFields(), "%s: invalid entry for page %" PRIu64, what, page);
+    HCASIM_TRACE(tracer_, BufferTable, Error, qpn, TraceFields().set_index(uint32_t(page)).set_flag(kTfError),
+                 "%s: invalid entry for page %" PRIu64, what, page);
     return r;
   }
   cursor.page = page;

@@ -7,9 +7,9 @@
 
 namespace hcasim::model {
 
-CommandUnit::CommandUnit(HcaCore& core, hw::HcaCaps caps,
+CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq, hw::HcaCaps caps,
                          std::function<void(QpContext&, hw::QpState)> on_state)
-    : c_(core), caps_(caps), on_state_(std::move(on_state)) {}
+    : tracer_(tracer), qpc_(qpc), mrs_(mrs), cq_(cq), eq_(eq), caps_(caps), on_state_(std::move(on_state)) {}
 
 template <typename T>
 static T in_as(const hw::CmdMailbox& mb) {
@@ -59,95 +59,93 @@ hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc
     qp.qpc = keep;
   }
   if (to != from) {
-    HCASIM_TRACE(c_.tracer, Command, QpState, q.qpn, TraceFields(), "QP 0x%x %s -> %s", q.qpn, state_name(from),
+    HCASIM_TRACE(tracer_, Command, QpState, q.qpn, TraceFields(), "QP 0x%x %s -> %s", q.qpn, state_name(from),
                  state_name(to));
     if (on_state_) on_state_(qp, from);
   }
   return hw::CmdStatus::Ok;
 }
 
+hw::CmdStatus CommandUnit::create_mkey(hw::CmdMailbox& mb) {
+  auto m = in_as<hw::MkeyCtx>(mb);
+  if (!pds_.count(m.pdn)) return hw::CmdStatus::BadResource;
+  // Key = index << 8 | variant byte, as mlx5 mkeys are, so stale keys stay invalid.
+  m.key = (next_mkey_++ << 8) | mkey_tag_;
+  mkey_tag_ = uint8_t(mkey_tag_ * 5 + 1);
+  if (!mrs_.add(m)) return hw::CmdStatus::BadResource;
+  mb.arg0 = m.key;
+  return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::create_eq(hw::CmdMailbox& mb) {
+  auto e = in_as<hw::Eqc>(mb);
+  e.eqn = next_eqn_++;
+  if (!eq_.create(e)) return hw::CmdStatus::BadResource;
+  mb.arg0 = e.eqn;
+  return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::create_cq(hw::CmdMailbox& mb) {
+  auto cq = in_as<hw::Cqc>(mb);
+  if (!eq_.exists(cq.eqn)) return hw::CmdStatus::BadResource;
+  cq.cqn = next_cqn_++;
+  if (!cq_.create(cq)) return hw::CmdStatus::BadResource;
+  mb.arg0 = cq.cqn;
+  return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
+  auto q = in_as<hw::Qpc>(mb);
+  if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn)) return hw::CmdStatus::BadResource;
+  q.qpn = next_qpn_++;
+  q.state = uint8_t(hw::QpState::Reset);
+  QpContext* qp = qpc_.create(q.qpn);
+  if (!qp) return hw::CmdStatus::BadResource;
+  qp->qpc = q;
+  mb.arg0 = q.qpn;
+  return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::query_qp(hw::CmdMailbox& mb) {
+  QpContext* qp = qpc_.find(mb.arg0);
+  if (!qp) return hw::CmdStatus::BadResource;
+  hw::Qpc q = qp->qpc;
+  q.sq_psn = qp->next_psn;
+  q.rq_psn = qp->epsn;
+  out_as(mb, q);
+  return hw::CmdStatus::Ok;
+}
+
 void CommandUnit::execute(hw::CmdMailbox& mb) {
-  mb.status = uint8_t(hw::CmdStatus::Ok);
   mb.syndrome = 0;
-  auto fail = [&](hw::CmdStatus s) { mb.status = uint8_t(s); };
+  const auto found = [](bool ok) { return ok ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource; };
+  hw::CmdStatus s = hw::CmdStatus::Ok;
   switch (hw::CmdOpcode(mb.opcode)) {
     case hw::CmdOpcode::QueryHcaCap:
       out_as(mb, caps_);
-      return;
+      break;
     case hw::CmdOpcode::AllocPd:
       mb.arg0 = next_pdn_++;
       pds_.insert(mb.arg0);
-      return;
-    case hw::CmdOpcode::DeallocPd:
-      if (!pds_.erase(mb.arg0)) fail(hw::CmdStatus::BadResource);
-      return;
-    case hw::CmdOpcode::CreateMkey: {
-      auto m = in_as<hw::MkeyCtx>(mb);
-      if (!pds_.count(m.pdn)) return fail(hw::CmdStatus::BadResource);
-      // Key = index << 8 | variant byte, as mlx5 mkeys are, so stale keys stay invalid.
-      m.key = (next_mkey_++ << 8) | mkey_tag_;
-      mkey_tag_ = uint8_t(mkey_tag_ * 5 + 1);
-      if (!c_.mrs.add(m)) return fail(hw::CmdStatus::BadResource);
-      mb.arg0 = m.key;
-      return;
-    }
-    case hw::CmdOpcode::DestroyMkey:
-      if (!c_.mrs.remove(mb.arg0)) fail(hw::CmdStatus::BadResource);
-      return;
-    case hw::CmdOpcode::CreateEq: {
-      auto e = in_as<hw::Eqc>(mb);
-      e.eqn = next_eqn_++;
-      if (!c_.eq.create(e)) return fail(hw::CmdStatus::BadResource);
-      mb.arg0 = e.eqn;
-      return;
-    }
-    case hw::CmdOpcode::DestroyEq:
-      if (!c_.eq.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
-      return;
-    case hw::CmdOpcode::CreateCq: {
-      auto cq = in_as<hw::Cqc>(mb);
-      if (!c_.eq.exists(cq.eqn)) return fail(hw::CmdStatus::BadResource);
-      cq.cqn = next_cqn_++;
-      if (!c_.cq.create(cq)) return fail(hw::CmdStatus::BadResource);
-      mb.arg0 = cq.cqn;
-      return;
-    }
-    case hw::CmdOpcode::DestroyCq:
-      if (!c_.cq.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
-      return;
-    case hw::CmdOpcode::CreateQp: {
-      auto q = in_as<hw::Qpc>(mb);
-      if (!pds_.count(q.pdn) || !c_.cq.exists(q.send_cqn) || !c_.cq.exists(q.recv_cqn))
-        return fail(hw::CmdStatus::BadResource);
-      q.qpn = next_qpn_++;
-      q.state = uint8_t(hw::QpState::Reset);
-      QpContext* qp = c_.qpc.create(q.qpn);
-      if (!qp) return fail(hw::CmdStatus::BadResource);
-      qp->qpc = q;
-      mb.arg0 = q.qpn;
-      return;
-    }
+      break;
+    case hw::CmdOpcode::DeallocPd: s = found(pds_.erase(mb.arg0) != 0); break;
+    case hw::CmdOpcode::CreateMkey: s = create_mkey(mb); break;
+    case hw::CmdOpcode::DestroyMkey: s = found(mrs_.remove(mb.arg0)); break;
+    case hw::CmdOpcode::CreateEq: s = create_eq(mb); break;
+    case hw::CmdOpcode::DestroyEq: s = found(eq_.destroy(mb.arg0)); break;
+    case hw::CmdOpcode::CreateCq: s = create_cq(mb); break;
+    case hw::CmdOpcode::DestroyCq: s = found(cq_.destroy(mb.arg0)); break;
+    case hw::CmdOpcode::CreateQp: s = create_qp(mb); break;
     case hw::CmdOpcode::ModifyQp: {
-      QpContext* qp = c_.qpc.find(mb.arg0);
-      if (!qp) return fail(hw::CmdStatus::BadResource);
-      fail(modify_qp(*qp, mb.arg1, in_as<hw::Qpc>(mb)));
-      return;
+      QpContext* qp = qpc_.find(mb.arg0);
+      s = qp ? modify_qp(*qp, mb.arg1, in_as<hw::Qpc>(mb)) : hw::CmdStatus::BadResource;
+      break;
     }
-    case hw::CmdOpcode::QueryQp: {
-      QpContext* qp = c_.qpc.find(mb.arg0);
-      if (!qp) return fail(hw::CmdStatus::BadResource);
-      hw::Qpc q = qp->qpc;
-      q.sq_psn = qp->next_psn;
-      q.rq_psn = qp->epsn;
-      out_as(mb, q);
-      return;
-    }
-    case hw::CmdOpcode::DestroyQp:
-      if (!c_.qpc.destroy(mb.arg0)) fail(hw::CmdStatus::BadResource);
-      return;
-    default:
-      fail(hw::CmdStatus::BadOpcode);
+    case hw::CmdOpcode::QueryQp: s = query_qp(mb); break;
+    case hw::CmdOpcode::DestroyQp: s = found(qpc_.destroy(mb.arg0)); break;
+    default: s = hw::CmdStatus::BadOpcode;
   }
+  mb.status = uint8_t(s);
 }
 
 }  // namespace hcasim::model

@@ -12,14 +12,17 @@
 
 #include <hcasim/hca_hw.h>
 
-#include "hca_core.h"
+#include "cq_unit.h"
+#include "eq_unit.h"
+#include "mr_table.h"
+#include "qpc_cache.h"
 
 namespace hcasim::model {
 
 class CommandUnit {
  public:
   /** @param on_state called after a QP changes state (RTR/RTS setup, ERR flush). */
-  CommandUnit(HcaCore& core, hw::HcaCaps caps,
+  CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq, hw::HcaCaps caps,
               std::function<void(QpContext&, hw::QpState from)> on_state);
 
   /** @brief Execute one command; status and out are filled in the mailbox. */
@@ -30,8 +33,18 @@ class CommandUnit {
 
  private:
   hw::CmdStatus modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in);
+  // The commands that allocate a number (returned in arg0), and QueryQp.
+  hw::CmdStatus create_mkey(hw::CmdMailbox& mb);
+  hw::CmdStatus create_eq(hw::CmdMailbox& mb);
+  hw::CmdStatus create_cq(hw::CmdMailbox& mb);
+  hw::CmdStatus create_qp(hw::CmdMailbox& mb);
+  hw::CmdStatus query_qp(hw::CmdMailbox& mb);
 
-  HcaCore& c_;
+  Tracer& tracer_;
+  QpcCache& qpc_;
+  MrTable& mrs_;
+  CqUnit& cq_;
+  EqUnit& eq_;
   hw::HcaCaps caps_;
   std::function<void(QpContext&, hw::QpState)> on_state_;
   uint32_t next_pdn_ = 1, next_qpn_ = 0x11, next_cqn_ = 1, next_eqn_ = 1, next_mkey_ = 1;

@@ -17,27 +17,32 @@ static const char* cqe_opcode_name(hw::CqeOpcode op) {
   }
 }
 
+static bool is_recv(hw::CqeOpcode op) { return op != hw::CqeOpcode::Req && op != hw::CqeOpcode::ReqErr; }
+
 // Typed trace fields (built only when tracing is on).
+/** A CQ's arm state after an arm or an event decision; @p event: the decision fired one. */
 template <typename CqT>
-static TraceFields arm_fields(uint32_t cqn, const CqT& cq, uint32_t ci = kTraceNone, uint16_t extra = 0) {
-  TraceFields f;
-  f.queue = cqn;
-  f.index = ci;
-  f.flags = uint16_t(extra | (cq.armed ? kTfArmed : 0) | (cq.armed && cq.solicited_only ? kTfArmSolicited : 0));
-  return f;
+static TraceFields arm_fields(uint32_t cqn, const CqT& cq, uint32_t ci = kTraceNone, bool event = false) {
+  return TraceFields()
+      .set_queue(cqn)
+      .set_index(ci)
+      .set_flag(kTfEvent, event)
+      .set_flag(kTfArmed, cq.armed)
+      .set_flag(kTfArmSolicited, cq.armed && cq.solicited_only);
 }
 
+/** A CQE written as number @p pi_after - 1 of CQ @p cqn. */
 static TraceFields cqe_fields(uint32_t cqn, uint32_t pi_after, const CqeInfo& in) {
-  TraceFields f;
-  f.queue = cqn;
-  f.index = pi_after;
-  f.wqe = in.wqe_counter;
-  f.opcode = uint16_t(in.opcode);
-  f.count = in.byte_cnt;
-  const bool recv = in.opcode != hw::CqeOpcode::Req && in.opcode != hw::CqeOpcode::ReqErr;
-  f.flags = uint16_t((recv ? kTfRq : 0) | ((in.flags & hw::kCqeSolicited) ? kTfSolicited : 0) |
-                     (in.syndrome != hw::CqeSyndrome::Ok ? kTfError : 0));
-  return f;
+  return TraceFields()
+      .set_queue(cqn)
+      .set_index(pi_after)
+      .set_wqe(in.wqe_counter)
+      .set_opcode(uint16_t(in.opcode))
+      .set_count(in.byte_cnt)
+      .set_status(uint16_t(in.syndrome))
+      .set_flag(kTfRq, is_recv(in.opcode))
+      .set_flag(kTfSolicited, in.flags & hw::kCqeSolicited)
+      .set_flag(kTfError, in.syndrome != hw::CqeSyndrome::Ok);
 }
 
 CqUnit::CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingProfile& prof,
@@ -60,7 +65,7 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
     cq.solicited_only = false;  // "next" upgrades a pending "solicited only"; never the reverse
   }
   cq.ci_seen = ci;
-  HCASIM_TRACE(tracer_, Cq, CqArm, 0xffffffff, arm_fields(cqn, cq, ci),
+  HCASIM_TRACE(tracer_, Cq, CqArm, kTraceNone, arm_fields(cqn, cq, ci),
                  "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci, solicited_only ? "solicited" : "next", was,
                cq.solicited_only ? "solicited" : "next");
   // CQEs after the request that no earlier event already reported (an arm that lands while
@@ -68,7 +73,7 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
   const uint32_t from = int32_t(cq.event_pi - pi_at_request) > 0 ? cq.event_pi : pi_at_request;
   const bool missed = cq.solicited_only ? int32_t(cq.trigger_pi - from) > 0 : cq.pi != from;
   if (!missed) return;
-  HCASIM_TRACE(tracer_, Cq, EventDecision, 0xffffffff, arm_fields(cqn, cq, kTraceNone, kTfEvent),
+  HCASIM_TRACE(tracer_, Cq, EventDecision, kTraceNone, arm_fields(cqn, cq, kTraceNone, true),
                  "CQ %u EVENT: %u CQE(s) landed after the arm was issued -> EQ %u", cqn, cq.pi - from,
                  cq.cqc.eqn);
   cq.armed = false;
@@ -81,45 +86,54 @@ void CqUnit::post(uint32_t cqn, const CqeInfo& info) {
   landing_.push(now_ps() + dma_.write_latency_ps(hw::kCqeSize), Pending{cqn, info});
 }
 
-void CqUnit::land(Pending& p) {
-  auto it = cqs_.find(p.cqn);
-  if (it == cqs_.end()) return;
-  Cq& cq = it->second;
-  const CqeInfo& in = p.info;
+bool CqUnit::has_room(uint32_t cqn, Cq& cq, const CqeInfo& in) {
   const uint32_t size = 1u << cq.cqc.log_size;
   if (cq.pi - cq.ci_seen >= size) {
     // Looks full: read the consumer index the driver published in the doorbell record.
     hw::CqDbrec rec{};
     if (dma_.read(cq.cqc.dbrec_addr, &rec, sizeof rec, in.qpn, "cq.dbrec"))
-      cq.ci_seen = hw::from_be32(rec.set_ci) & 0xffffff;
+      cq.ci_seen = hw::cq_dbrec_ci(rec);
     // The doorbell record carries 24 bits; rebuild the full counter near pi.
-    cq.ci_seen = (cq.pi & ~0xffffffu) | cq.ci_seen;
-    if (cq.ci_seen > cq.pi) cq.ci_seen -= 0x1000000;
+    constexpr uint32_t kCiWrap = 1u << 24;
+    cq.ci_seen = (cq.pi & ~(kCiWrap - 1)) | cq.ci_seen;
+    if (cq.ci_seen > cq.pi) cq.ci_seen -= kCiWrap;
     if (cq.pi - cq.ci_seen >= size) {
       ++overflows_;
-      HCASIM_TRACE(tracer_, Cq, Error, in.qpn, TraceFields(), "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)",
-                   p.cqn, cq.pi, cq.ci_seen, size);
+      HCASIM_TRACE(tracer_, Cq, Error, in.qpn,
+                   TraceFields().set_queue(cqn).set_index(cq.pi).set_wqe(in.wqe_counter).set_flag(kTfError),
+                   "CQ %u overflow: CQE dropped (pi=%u ci=%u size=%u)", cqn, cq.pi, cq.ci_seen, size);
       if (!cq.overflowed) {  // report once; the CQ is in error from now on
         cq.overflowed = true;
-        eq_.post(cq.cqc.eqn, hw::EqeType::CqError, p.cqn);
-        if (on_overflow_) on_overflow_(p.cqn);
+        eq_.post(cq.cqc.eqn, hw::EqeType::CqError, cqn);
+        if (on_overflow_) on_overflow_(cqn);
       }
-      return;
+      return false;
     }
   }
-  hw::Cqe c{};
-  c.timestamp = hw::to_be64(now_ps() / 1000);
-  c.byte_cnt = hw::to_be32(in.byte_cnt);
-  c.imm = in.imm;
-  c.qpn = hw::to_be32(in.qpn & hw::kQpnMask);
-  c.src_qp = hw::to_be32(in.src_qp);
-  c.wqe_counter = hw::to_be16(in.wqe_counter);
-  c.syndrome = uint8_t(in.syndrome);
-  c.flags = in.flags;
-  c.req_opcode = uint8_t(in.req_opcode);
+  return true;
+}
+
+void CqUnit::land(Pending& p) {
+  auto it = cqs_.find(p.cqn);
+  if (it == cqs_.end()) return;
+  Cq& cq = it->second;
+  const CqeInfo& in = p.info;
+  if (!has_room(p.cqn, cq, in)) return;
+  hw::CqeFields cf;
+  cf.opcode = in.opcode;
+  cf.timestamp_ns = now_ps() / 1000;
+  cf.byte_cnt = in.byte_cnt;
+  cf.imm = in.imm;
+  cf.qpn = in.qpn;
+  cf.src_qp = in.src_qp;
+  cf.wqe_counter = in.wqe_counter;
+  cf.syndrome = in.syndrome;
+  cf.flags = in.flags;
+  cf.req_opcode = in.req_opcode;
   const uint8_t owner = hw::cqe_owner_for(cq.pi, cq.cqc.log_size);
-  c.op_own = uint8_t(uint8_t(in.opcode) << 4) | owner;
-  const uint32_t index = cq.pi & (size - 1);
+  hw::Cqe c;
+  hw::set_cqe(c, cf, owner);
+  const uint32_t index = cq.pi & ((1u << cq.cqc.log_size) - 1);
   BtResult t = bt_.translate(cq.cqc.buf, uint64_t(index) * hw::kCqeSize, cq.cursor, in.qpn, "cq");
   if (!t.ok) return;
   HCASIM_TRACE(tracer_, Cq, CqeWrite, in.qpn, cqe_fields(p.cqn, cq.pi + 1, in),
@@ -129,31 +143,34 @@ void CqUnit::land(Pending& p) {
   dma_.write(t.dma, &c, sizeof c, in.qpn, "cqe", true);
   ++cq.pi;
   ++cqes_;
+  decide_event(p.cqn, cq, in);
+}
 
+void CqUnit::decide_event(uint32_t cqn, Cq& cq, const CqeInfo& in) {
   // Completion-event decision (IBTA 11.4.2.2 / ibv_req_notify_cq(3)).
   const bool is_error = in.syndrome != hw::CqeSyndrome::Ok;
-  const bool is_recv = in.opcode != hw::CqeOpcode::Req && in.opcode != hw::CqeOpcode::ReqErr;
-  const bool solicited = is_recv && (in.flags & hw::kCqeSolicited);
+  const bool recv = is_recv(in.opcode);
+  const bool solicited = recv && (in.flags & hw::kCqeSolicited);
   if (solicited || is_error) cq.trigger_pi = cq.pi;
   if (!cq.armed) {
-    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq), "CQ %u no event: not armed", p.cqn);
+    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(cqn, cq), "CQ %u no event: not armed", cqn);
     return;
   }
   if (cq.solicited_only && !solicited && !is_error) {
-    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq),
-                 "CQ %u no event: armed solicited-only and this CQE is %s", p.cqn,
-                 is_recv ? "an unsolicited receive" : "a send completion");
+    HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(cqn, cq),
+                 "CQ %u no event: armed solicited-only and this CQE is %s", cqn,
+                 recv ? "an unsolicited receive" : "a send completion");
     return;
   }
-  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(p.cqn, cq, kTraceNone, kTfEvent),
+  HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(cqn, cq, kTraceNone, true),
                  "CQ %u EVENT: armed %s, CQE is %s -> EQ %u",
-               p.cqn, cq.solicited_only ? "solicited-only" : "next",
+               cqn, cq.solicited_only ? "solicited-only" : "next",
                is_error ? "an error" : solicited ? "a solicited receive" : "any completion",
                cq.cqc.eqn);
   cq.armed = false;
   cq.event_pi = cq.pi;
   ++events_;
-  eq_.post(cq.cqc.eqn, hw::EqeType::Completion, p.cqn);
+  eq_.post(cq.cqc.eqn, hw::EqeType::Completion, cqn);
 }
 
 }  // namespace hcasim::model

@@ -106,6 +106,11 @@ class CqUnit {
     CqeInfo info;
   };
   void land(Pending& p);
+  /** @brief Whether @p cq can take a CQE (re-reading the consumer index if it looks full); on
+   *  overflow reports it (once) and returns false. */
+  bool has_room(uint32_t cqn, Cq& cq, const CqeInfo& in);
+  /** @brief After a CQE landed: fire the CQ's completion event or say why not. */
+  void decide_event(uint32_t cqn, Cq& cq, const CqeInfo& in);
 
   DmaEngine& dma_;
   BufferTableWalker& bt_;

@@ -17,24 +17,8 @@ bool HostMemory::write(uint8_t* hva, const void* src, uint64_t len) {
   return true;
 }
 
-std::atomic<uint64_t>& host_visible_epoch() {
-  static std::atomic<uint64_t> epoch{0};
-  return epoch;
-}
-
-namespace {
-bool g_pause_on_visible = false;  // only touched with the device lock held
-}
-
-void pause_on_visible(bool on) { g_pause_on_visible = on; }
-
-void note_host_visible() {
-  host_visible_epoch().fetch_add(1, std::memory_order_relaxed);
-  if (g_pause_on_visible) sc_core::sc_pause();
-}
-
 bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
-  HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields(), "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
+  HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)), "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* out = static_cast<uint8_t*>(dst);
   uint64_t done = 0;
   while (done < len) {
@@ -42,7 +26,8 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
     uint8_t* hva = iommu_.translate(iova + done, contig);
     if (!hva) {
       ++faults_;
-      HCASIM_TRACE(tracer_, Dma, Error, qpn, TraceFields(), "IOMMU fault reading iova=0x%" PRIx64, iova + done);
+      HCASIM_TRACE(tracer_, Dma, Error, qpn, TraceFields().set_addr(iova + done).set_flag(kTfError),
+                   "IOMMU fault reading iova=0x%" PRIx64, iova + done);
       return false;
     }
     uint64_t n = contig < len - done ? contig : len - done;
@@ -68,7 +53,7 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
 
 bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
                       bool release_last) {
-  HCASIM_TRACE(tracer_, Dma, DmaWrite, qpn, TraceFields(), "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
+  HCASIM_TRACE(tracer_, Dma, DmaWrite, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)), "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* in = static_cast<const uint8_t*>(src);
   uint64_t body = release_last && len > 0 ? len - 1 : len;
   uint64_t done = 0;
@@ -77,7 +62,8 @@ bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn
     uint8_t* hva = iommu_.translate(iova + done, contig);
     if (!hva) {
       ++faults_;
-      HCASIM_TRACE(tracer_, Dma, Error, qpn, TraceFields(), "IOMMU fault writing iova=0x%" PRIx64, iova + done);
+      HCASIM_TRACE(tracer_, Dma, Error, qpn, TraceFields().set_addr(iova + done).set_flag(kTfError),
+                   "IOMMU fault writing iova=0x%" PRIx64, iova + done);
       return false;
     }
     uint64_t limit = done < body ? body : len;

@@ -10,9 +10,9 @@
  */
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
+#include "host_visible.h"
 #include "iommu.h"
 #include "timing_profile.h"
 #include "trace.h"
@@ -26,20 +26,6 @@ class HostMemory {
   virtual bool read(const uint8_t* hva, void* dst, uint64_t len);
   virtual bool write(uint8_t* hva, const void* src, uint64_t len);
 };
-
-/**
- * @brief Counter of device writes to host memory and interrupts: what software can observe.
- * The engine advances the simulation until this changes when a program waits.
- */
-std::atomic<uint64_t>& host_visible_epoch();
-/**
- * @brief Record a software-visible effect (host-memory write, interrupt). While a waiter has
- * asked for it (pause_on_visible), it also pauses the kernel at the end of the current delta
- * cycle, so the wait is a single sc_start() however many timesteps it spans.
- */
-void note_host_visible();
-/** @brief Make note_host_visible() call sc_pause() (set by the engine around a wait). */
-void pause_on_visible(bool on);
 
 class DmaEngine {
  public:

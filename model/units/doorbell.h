@@ -9,13 +9,14 @@
 #include <cstdint>
 
 #include "cq_unit.h"
+#include "eq_unit.h"
 #include "requester.h"
 
 namespace hcasim::model {
 
 class DoorbellUnit {
  public:
-  DoorbellUnit(HcaCore& core, Requester& req);
+  DoorbellUnit(const TimingProfile& prof, Tracer& tracer, CqUnit& cq, EqUnit& eq, Requester& req);
 
   /** @brief A store of @p value at @p offset in the UAR page, now. */
   void mmio_write(uint32_t offset, uint64_t value);
@@ -30,7 +31,10 @@ class DoorbellUnit {
   };
   void land(Write& w);
 
-  HcaCore& c_;
+  const TimingProfile& prof_;
+  Tracer& tracer_;
+  CqUnit& cq_;
+  EqUnit& eq_;
   Requester& req_;
   TimedQueue<Write> bus_;
   uint64_t count_ = 0;

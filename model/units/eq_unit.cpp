@@ -9,8 +9,7 @@ EqUnit::EqUnit(DmaEngine& dma, BufferTableWalker& bt, const TimingProfile& prof,
     : dma_(dma), bt_(bt), prof_(prof), tracer_(tracer), irq_line_("irq", [this](uint32_t& vec) {
         ++irqs_;
         note_host_visible();
-        HCASIM_TRACE(tracer_, Eq, Interrupt, 0xffffffff, [&] { TraceFields f; f.queue = vec; return f; }(),
-                       "MSI-X vector %u -> driver", vec);
+        HCASIM_TRACE(tracer_, Eq, Interrupt, kTraceNone, TraceFields().set_queue(vec), "MSI-X vector %u -> driver", vec);
         if (irq_) irq_(vec);
       }) {}
 
@@ -22,19 +21,16 @@ void EqUnit::post(uint32_t eqn, hw::EqeType type, uint32_t resource) {
   if (it == eqs_.end()) return;
   Eq& eq = it->second;
   const uint32_t size = 1u << eq.eqc.log_size;
-  hw::Eqe e{};
-  e.type = uint8_t(type);
-  e.resource = hw::to_be32(resource);
-  e.timestamp = hw::to_be64(now_ps() / 1000);
-  e.owner = uint8_t((eq.pi >> eq.eqc.log_size) & 1);
+  const uint8_t owner = hw::eqe_owner_for(eq.pi, eq.eqc.log_size);
+  hw::Eqe e;
+  hw::set_eqe(e, type, resource, now_ps() / 1000, owner);
   BtResult t = bt_.translate(eq.eqc.buf, uint64_t(eq.pi & (size - 1)) * hw::kEqeSize, eq.cursor,
-                             0xffffffff, "eq");
+                             kTraceNone, "eq");
   if (!t.ok) return;
-  HCASIM_TRACE(tracer_, Eq, EqeWrite, 0xffffffff,
-                 [&] { TraceFields f; f.queue = eqn; f.index = eq.pi + 1; return f; }(),
-                 "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u", eqn, eq.pi & (size - 1),
-                 unsigned(type), resource, e.owner);
-  dma_.write(t.dma, &e, sizeof e, 0xffffffff, "eqe", true);
+  HCASIM_TRACE(tracer_, Eq, EqeWrite, kTraceNone, TraceFields().set_queue(eqn).set_index(eq.pi + 1),
+               "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u", eqn, eq.pi & (size - 1),
+               unsigned(type), resource, owner);
+  dma_.write(t.dma, &e, sizeof e, kTraceNone, "eqe", true);
   ++eq.pi;
   ++eqes_;
   raise(eq);

@@ -8,13 +8,10 @@
 
 namespace hcasim::model {
 
-void describe_frame(const Packet& pkt, char* buf, size_t cap) {
-  wire::ParsedFrame f;
-  wire::ParseError e = wire::parse_frame(pkt.data, pkt.len, f, false);
-  if (e != wire::ParseError::Ok) {
-    snprintf(buf, cap, "malformed frame (%s) len=%u", wire::parse_error_name(e), pkt.len);
-    return;
-  }
+namespace {
+
+/** The one-line description of a parsed frame (see describe_frame). */
+void describe_parsed(const wire::ParsedFrame& f, char* buf, size_t cap) {
   int n = snprintf(buf, cap, "%-16s psn=%-8u dqp=0x%06x payload=%-5zu%s%s",
                    wire::opcode_name(f.h.opcode), f.h.psn, f.h.dest_qp, f.payload_len,
                    f.h.se ? " SE" : "", f.h.ackreq ? " AckReq" : "");
@@ -33,6 +30,35 @@ void describe_frame(const Packet& pkt, char* buf, size_t cap) {
              f.h.reth.dma_len);
 }
 
+/** The typed facts of a frame on the port: BTH opcode, PSN, destination QP, SE and AckReq. */
+TraceFields frame_fields(const wire::ParsedFrame& f) {
+  return TraceFields()
+      .set_opcode(uint16_t(f.h.opcode))
+      .set_psn(f.h.psn)
+      .set_peer_qpn(f.h.dest_qp)
+      .set_flag(kTfSe, f.h.se)
+      .set_flag(kTfAckReq, f.h.ackreq);
+}
+
+/** Parse @p pkt once: its description into @p buf, its facts into @p fields (left empty if malformed). */
+void describe_with_fields(const Packet& pkt, char* buf, size_t cap, TraceFields& fields) {
+  wire::ParsedFrame f;
+  wire::ParseError e = wire::parse_frame(pkt.data, pkt.len, f, false);
+  if (e != wire::ParseError::Ok) {
+    snprintf(buf, cap, "malformed frame (%s) len=%u", wire::parse_error_name(e), pkt.len);
+    return;
+  }
+  fields = frame_fields(f);
+  describe_parsed(f, buf, cap);
+}
+
+}  // namespace
+
+void describe_frame(const Packet& pkt, char* buf, size_t cap) {
+  TraceFields unused;
+  describe_with_fields(pkt, buf, cap, unused);
+}
+
 EthPort::EthPort(const TimingProfile& prof, Tracer& tracer, const uint8_t mac[6])
     : prof_(prof), tracer_(tracer),
       loopback_("port.loop", [this](PacketPtr& p) { receive(std::move(p)); }) {
@@ -46,8 +72,10 @@ EthPort::EthPort(const TimingProfile& prof, Tracer& tracer, const uint8_t mac[6]
 
 void EthPort::describe(const char* dir, const Packet& pkt) {
   char buf[256];
-  describe_frame(pkt, buf, sizeof buf);
-  HCASIM_TRACE(tracer_, Port, PktTx, 0xffffffff, TraceFields(), "%s %s (%u B on wire)", dir, buf, pkt.len);
+  TraceFields f;
+  describe_with_fields(pkt, buf, sizeof buf, f);
+  if (f.opcode != kTraceNone16) f.set_count(pkt.len);  // a frame that parsed: its size on the wire
+  HCASIM_TRACE(tracer_, Port, PktTx, kTraceNone, f, "%s %s (%u B on wire)", dir, buf, pkt.len);
 }
 
 void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) {
@@ -106,8 +134,9 @@ void EthPort::receive(PacketPtr pkt) {
   rx_bytes_ += pkt->len;
   if (tracer_.on()) {
     char buf[256];
-    describe_frame(*pkt, buf, sizeof buf);
-    HCASIM_TRACE(tracer_, Port, PktRx, 0xffffffff, TraceFields(), "RX %s", buf);
+    TraceFields f;
+    describe_with_fields(*pkt, buf, sizeof buf, f);
+    HCASIM_TRACE(tracer_, Port, PktRx, kTraceNone, f, "RX %s", buf);
   }
   if (rx_) rx_(std::move(pkt));
 }

@@ -40,10 +40,13 @@ hw::HcaCaps Hca::default_caps(const TimingProfile& prof, const HcaIdentity& id) 
 }
 
 Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
-    : core_(prof, tracer_, id), req_(core_), resp_(core_), doorbell_(core_, req_),
-      cmd_(core_, default_caps(prof, id), [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }) {
+    : core_(prof, tracer_, id), req_(core_.transport()), resp_(core_.transport()),
+      doorbell_(prof, tracer_, core_.cq, core_.eq, req_),
+      cmd_(tracer_, core_.qpc, core_.mrs, core_.cq, core_.eq, default_caps(prof, id),
+           [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }) {
   tracer_.attach(sink, id.index);
-  core_.to_error = [this](QpContext& qp, const char* why) { to_error(qp, why); };
+  req_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
+  resp_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
   core_.port.set_rx_handler([this](PacketPtr p) { on_rx(std::move(p)); });
   // IBTA 11.6.2: a CQ overflow is a CQ error; the QPs completing into it can no longer work.
   core_.cq.set_overflow_handler([this](uint32_t cqn) {
@@ -82,7 +85,7 @@ void Hca::on_state(QpContext& qp, hw::QpState from) {
 }
 
 void Hca::function_reset() {
-  HCASIM_TRACE(tracer_, Command, QpState, 0xffffffff, TraceFields(), "function reset: owner gone, all resources destroyed");
+  HCASIM_TRACE(tracer_, Command, QpState, kTraceNone, TraceFields(), "function reset: owner gone, all resources destroyed");
   std::vector<uint32_t> qpns;
   core_.qpc.for_each([&](QpContext& qp) { qpns.push_back(qp.qpc.qpn); });
   for (uint32_t q : qpns) core_.qpc.destroy(q);
@@ -107,13 +110,16 @@ void Hca::on_rx(PacketPtr pkt) {
   const wire::ParseError e = wire::parse_frame(pkt->data, pkt->len, f, !pkt->pristine);
   if (e != wire::ParseError::Ok) {
     ++rx_dropped_;
-    HCASIM_TRACE(tracer_, Port, Error, 0xffffffff, TraceFields(), "frame dropped: %s", wire::parse_error_name(e));
+    HCASIM_TRACE(tracer_, Port, Error, kTraceNone, TraceFields().set_count(pkt->len).set_flag(kTfError),
+                 "frame dropped: %s", wire::parse_error_name(e));
     return;
   }
   if (drop_left_ && drop_pred_ && drop_pred_(f)) {
     --drop_left_;
     ++rx_dropped_;
-    HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp, TraceFields(), "frame dropped by test hook (psn=%u)", f.h.psn);
+    HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp,
+                 TraceFields().set_opcode(uint16_t(f.h.opcode)).set_psn(f.h.psn).set_peer_qpn(f.h.dest_qp),
+                 "frame dropped by test hook (psn=%u)", f.h.psn);
     return;
   }
   QpcCache::Lookup l = core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");

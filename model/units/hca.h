@@ -53,7 +53,7 @@ class Hca {
   const HcaIdentity& identity() const { return core_.id; }
   const hw::HcaCaps& caps() const { return cmd_.caps(); }
   void set_resolver(std::function<bool(const uint8_t gid[16], uint8_t mac[6])> r) {
-    core_.resolve = std::move(r);
+    core_.frames.set_resolver(std::move(r));
   }
   Tracer& tracer() { return tracer_; }
   HcaStats stats() const;

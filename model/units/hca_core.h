@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file hca_core.h
- * @brief The units of one HCA wired together, shared by the requester, responder, doorbell
- *        and command units (each in its own file).
+ * @brief The units of one HCA that the requester, responder, doorbell and command units work
+ *        with (each in its own file, each given the units it uses explicitly), and the frame
+ *        builder that addresses a QP's packets.
  */
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "eth_port.h"
 #include "mr_table.h"
 #include "qpc_cache.h"
+#include "wqe_fetch.h"
 
 namespace hcasim::model {
 
@@ -27,9 +29,63 @@ struct HcaIdentity {
   uint8_t gid[2][16] = {};  ///< [0] IPv6 link-local from the MAC, [1] IPv4-mapped (as rxe shows them)
 };
 
-/** @brief Fill an identity's GIDs from its MAC and IPv4 address. */
+/** @brief Fill an identity's GIDs from its MAC and IPv4 address (hw::port_gid). */
 void derive_gids(HcaIdentity& id);
 
+/** @brief Addresses a QP's packets from its QPC path and this port's identity, and sends them. */
+class FrameBuilder {
+ public:
+  using Resolver = std::function<bool(const uint8_t gid[16], uint8_t mac[6])>;
+
+  FrameBuilder(const HcaIdentity& id, EthPort& port, Tracer& tracer) : id_(id), port_(port), tracer_(tracer) {}
+
+  /** @brief GID -> next-hop MAC (the world's neighbour table); unset or false: unreachable. */
+  void set_resolver(Resolver r) { resolve_ = std::move(r); }
+  /** @brief Headers of a packet on @p qp's connection (addresses from the QPC's path). */
+  bool headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn, wire::Headers& h) const;
+  /** @brief Build a frame and queue it on the port at @p ready_ps. */
+  void send_frame(const wire::Headers& h, const void* payload, uint32_t len, uint64_t ready_ps);
+
+ private:
+  const HcaIdentity& id_;
+  EthPort& port_;
+  Tracer& tracer_;
+  Resolver resolve_;
+};
+
+/**
+ * @brief Ready time for the next frame of one stream (a QP's requests, or its responses):
+ * never earlier than the stream's previous frame. The port sends frames in ready-time order,
+ * so this keeps each stream in PSN order (IBTA 9.5: requests, and responses, in PSN order)
+ * even when a later frame is quicker to build (an ACK after a READ response, a short WQE
+ * after a long one). The state lives in the QP context, so it dies with the QP.
+ */
+inline uint64_t stream_ready(QpContext& qp, bool responses, uint64_t ready_ps) {
+  uint64_t& last = responses ? qp.resp_tx_last : qp.req_tx_last;
+  if (ready_ps < last) ready_ps = last;
+  last = ready_ps;
+  return ready_ps;
+}
+/** @brief Path MTU of a QP in bytes. */
+inline uint32_t mtu_of(const QpContext& qp) { return 1u << qp.qpc.path_mtu_log; }
+
+/** @brief What the RC transport (requester, responder) works with, wired by the Hca. */
+struct TransportUnits {
+  const TimingProfile& prof;
+  Tracer& tracer;
+  QpcCache& qpc;
+  WqeFetchUnit& fetch;
+  MrTable& mrs;
+  CqUnit& cq;
+  EqUnit& eq;
+  EthPort& port;
+  FrameBuilder& frames;
+};
+
+/** @brief Moves a QP to the error state and flushes its queues (the Hca's, given to the units). */
+using QpErrorHandler = std::function<void(QpContext&, const char* why)>;
+
+/** @brief The shared units of one HCA, in dependency order (each built from those above it). */
 struct HcaCore {
   HcaCore(const TimingProfile& p, Tracer& t, const HcaIdentity& ident);
 
@@ -40,36 +96,15 @@ struct HcaCore {
   DmaEngine dma;
   BufferTableWalker bt;
   QpcCache qpc;
+  WqeFetchUnit fetch;
   MrTable mrs;
   EqUnit eq;
   CqUnit cq;
   EthPort port;
+  FrameBuilder frames;
 
-  /** @brief GID -> next-hop MAC (the world's neighbour table); false if unreachable. */
-  std::function<bool(const uint8_t gid[16], uint8_t mac[6])> resolve;
-  /** @brief Move a QP to the error state and flush its queues (set by the Hca). */
-  std::function<void(QpContext&, const char* why)> to_error;
-
-  /** @brief Headers of a packet on @p qp's connection (addresses from the QPC's path). */
-  bool headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn, wire::Headers& h);
-  /** @brief Build a frame and queue it on the port at @p ready_ps. */
-  void send_frame(const wire::Headers& h, const void* payload, uint32_t len, uint64_t ready_ps);
-  /**
-   * @brief Ready time for the next frame of one stream (a QP's requests, or its responses):
-   * never earlier than the stream's previous frame. The port sends frames in ready-time order,
-   * so this keeps each stream in PSN order (IBTA 9.5: requests, and responses, in PSN order)
-   * even when a later frame is quicker to build (an ACK after a READ response, a short WQE
-   * after a long one). The state lives in the QP context, so it dies with the QP.
-   */
-  static uint64_t stream_ready(QpContext& qp, bool responses, uint64_t ready_ps) {
-    uint64_t& last = responses ? qp.resp_tx_last : qp.req_tx_last;
-    if (ready_ps < last) ready_ps = last;
-    last = ready_ps;
-    return ready_ps;
-  }
-  /** @brief Path MTU of a QP in bytes. */
-  static uint32_t mtu_of(const QpContext& qp) { return 1u << qp.qpc.path_mtu_log; }
-
+  /** @brief The units the requester and responder use. */
+  TransportUnits transport() { return TransportUnits{prof, tracer, qpc, fetch, mrs, cq, eq, port, frames}; }
 };
 
 }  // namespace hcasim::model

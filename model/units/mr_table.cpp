@@ -41,7 +41,9 @@ MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, ui
       r = MrCheck::NoAccess;
   }
   if (r != MrCheck::Ok) ++violations_;
-  HCASIM_TRACE(tracer_, Mr, MrXlate, qpn, TraceFields(), "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s", why,
+  HCASIM_TRACE(tracer_, Mr, MrXlate, qpn,
+               TraceFields().set_key(key).set_addr(va).set_count(uint32_t(len)).set_flag(kTfError, r != MrCheck::Ok),
+               "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s", why,
                key, va, len, mr_check_name(r));
   return r;
 }

@@ -7,7 +7,7 @@ QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
   Lookup r;
   auto t = table_.find(qpn);
   if (t == table_.end()) {
-    HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields(), "%s: no such QP", why);
+    HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields().set_flag(kTfError), "%s: no such QP", why);
     return r;
   }
   r.qp = t->second.get();

@@ -39,10 +39,30 @@ bool is_atomic(hw::WqeOpcode op) {
 /** READs and atomics complete on their response, not on an ACK. */
 bool needs_response(const InflightMsg& m) { return m.w.op == hw::WqeOpcode::RdmaRead || is_atomic(m.w.op); }
 
+/** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt, AtomicETH). */
+void fill_request_headers(const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
+  const bool ends = wire::is_last(op) || wire::is_only(op);
+  h.ackreq = ends;
+  h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
+         m.w.op != hw::WqeOpcode::RdmaRead;
+  if (wire::has_reth(op)) {
+    h.reth.va = m.w.raddr;
+    h.reth.rkey = m.w.rkey;
+    h.reth.dma_len = m.w.length;
+  }
+  if (wire::has_imm(op)) h.imm_data = m.w.imm;
+  if (is_atomic(m.w.op)) {
+    h.atomic_eth.va = m.w.raddr;
+    h.atomic_eth.rkey = m.w.rkey;
+    h.atomic_eth.swap_add = m.w.swap_add;
+    h.atomic_eth.compare = m.w.compare;
+  }
+}
+
 }  // namespace
 
-Requester::Requester(HcaCore& core)
-    : c_(core), jobs_("requester", [this](Job& j) { run(j); }),
+Requester::Requester(const TransportUnits& units)
+    : u_(units), jobs_("requester", [this](Job& j) { run(j); }),
       ack_timer_("ack_timer", [this](uint32_t qpn) { on_timeout(qpn); }) {}
 
 void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps) {
@@ -50,7 +70,7 @@ void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps) {
 }
 
 void Requester::doorbell(uint32_t qpn, uint16_t pi) {
-  QpcCache::Lookup l = c_.qpc.lookup(qpn, "SQ doorbell");
+  QpcCache::Lookup l = u_.qpc.lookup(qpn, "SQ doorbell");
   if (!l.qp) return;
   // The producer counter only moves forward. A doorbell that arrives after a later one (two
   // threads posting to one QP, their stores reaching the device out of order, as they may
@@ -61,17 +81,17 @@ void Requester::doorbell(uint32_t qpn, uint16_t pi) {
   if (int16_t(uint16_t(pi - l.qp->sq_pi)) > 0)
     l.qp->sq_pi = pi;
   else if (pi != l.qp->sq_pi)
-    HCASIM_TRACE(c_.tracer, Doorbell, Note, qpn, TraceFields(), "SQ doorbell producer=%u is behind %u: stale, counter kept", pi,
+    HCASIM_TRACE(u_.tracer, Doorbell, Note, qpn, TraceFields().set_index(pi), "SQ doorbell producer=%u is behind %u: stale, counter kept", pi,
                  l.qp->sq_pi);
   schedule(*l.qp, Stage::Fetch, now_ps() + l.latency_ps);
 }
 
 void Requester::run(Job& job) {
-  QpContext* qp = c_.qpc.find(job.qpn);
+  QpContext* qp = u_.qpc.find(job.qpn);
   if (!qp) return;
   const auto st = hw::QpState(qp->qpc.state);
   if (st == hw::QpState::Err) {  // flush what was posted since: send and receive queue
-    c_.to_error(*qp, "doorbell in ERR");
+    to_error_(*qp, "doorbell in ERR");
     return;
   }
   if (st != hw::QpState::Rts && st != hw::QpState::Sqd) return;
@@ -85,77 +105,6 @@ void Requester::run(Job& job) {
   }
 }
 
-uint32_t Requester::fetch_wqe(QpContext& qp, uint16_t index, SendWqe& w, uint32_t& table_reads) {
-  const uint32_t ring = 1u << qp.qpc.sq_log_size;
-  uint8_t raw[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock];
-  uint32_t nbb = 1;
-  for (uint32_t bb = 0; bb < nbb; ++bb) {
-    const uint64_t off = uint64_t((index + bb) & (ring - 1)) * hw::kWqeBasicBlock;
-    BtResult t = c_.bt.translate(qp.qpc.sq_buf, off, qp.sq_cursor, qp.qpc.qpn, "sq");
-    if (!t.ok) return 0;
-    table_reads += t.reads;
-    if (!c_.dma.read(t.dma, raw + bb * hw::kWqeBasicBlock, hw::kWqeBasicBlock, qp.qpc.qpn, "wqe"))
-      return 0;
-    if (bb == 0) {
-      hw::CtrlSeg ctrl;
-      std::memcpy(&ctrl, raw, sizeof ctrl);
-      const uint32_t ds = hw::from_be32(ctrl.qpn_ds) & 0x3f;
-      nbb = (ds * hw::kSegmentSize + hw::kWqeBasicBlock - 1) / hw::kWqeBasicBlock;
-      if (nbb == 0 || nbb > hw::kMaxSendWqeBbs) return 0;
-    }
-  }
-  // Decode: control segment, then the segments the opcode implies.
-  hw::CtrlSeg ctrl;
-  std::memcpy(&ctrl, raw, sizeof ctrl);
-  const uint32_t oio = hw::from_be32(ctrl.opmod_idx_opcode);
-  const uint32_t ds = hw::from_be32(ctrl.qpn_ds) & 0x3f;
-  w = SendWqe{};
-  w.index = index;
-  w.nbb = uint8_t(nbb);
-  w.op = hw::WqeOpcode(oio & 0xff);
-  w.flags = ctrl.fm_ce_se;
-  w.imm = ctrl.imm;
-  uint32_t seg = 1;
-  auto at = [&](uint32_t s) { return raw + s * hw::kSegmentSize; };
-  const bool remote = w.op == hw::WqeOpcode::RdmaWrite || w.op == hw::WqeOpcode::RdmaWriteImm ||
-                      w.op == hw::WqeOpcode::RdmaRead || w.op == hw::WqeOpcode::AtomicCmpSwap ||
-                      w.op == hw::WqeOpcode::AtomicFetchAdd;
-  if (remote) {
-    hw::RaddrSeg r;
-    std::memcpy(&r, at(seg++), sizeof r);
-    w.raddr = hw::from_be64(r.raddr);
-    w.rkey = hw::from_be32(r.rkey);
-  }
-  if (w.op == hw::WqeOpcode::AtomicCmpSwap || w.op == hw::WqeOpcode::AtomicFetchAdd) {
-    hw::AtomicSeg a;
-    std::memcpy(&a, at(seg++), sizeof a);
-    w.swap_add = hw::from_be64(a.swap_add);
-    w.compare = hw::from_be64(a.compare);
-  }
-  if (seg < ds) {
-    uint32_t first;
-    std::memcpy(&first, at(seg), 4);
-    first = hw::from_be32(first);
-    if (first & hw::kInlineFlag) {
-      w.is_inline = true;
-      w.length = first & ~hw::kInlineFlag;
-      if (w.length > kMaxInline || 4 + w.length > (ds - seg) * hw::kSegmentSize) return 0;
-      std::memcpy(w.inline_buf, at(seg) + 4, w.length);
-    } else {
-      for (; seg < ds && w.nsge < kMaxSge; ++seg) {
-        hw::DataSeg d;
-        std::memcpy(&d, at(seg), sizeof d);
-        Sge& s = w.sge[w.nsge++];
-        s.len = hw::from_be32(d.byte_count);
-        s.lkey = hw::from_be32(d.lkey);
-        s.addr = hw::from_be64(d.addr);
-        w.length += s.len;
-      }
-    }
-  }
-  return nbb;
-}
-
 void Requester::fetch(QpContext& qp) {
   const uint64_t now = now_ps();
   uint64_t ready = now;
@@ -163,19 +112,22 @@ void Requester::fetch(QpContext& qp) {
   while (qp.sq_fetch != qp.sq_pi && qp.inflight.size() + qp.fetched.size() < 1024) {
     SendWqe w;
     uint32_t reads = 0;
-    uint32_t nbb = fetch_wqe(qp, qp.sq_fetch, w, reads);
+    const uint32_t nbb = u_.fetch.fetch_send(send_queue(qp), qp.sq_fetch, w, reads);
     if (nbb == 0) {
-      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, TraceFields(), "WQE %u: fetch/decode fault", qp.sq_fetch);
-      c_.to_error(qp, "WQE fetch fault");
+      HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn,
+                   TraceFields().set_wqe(qp.sq_fetch).set_flag(kTfError), "WQE %u: fetch/decode fault", qp.sq_fetch);
+      to_error_(qp, "WQE fetch fault");
       return;
     }
     // Reads are pipelined: the first WQE pays the round trip (plus the table walk, if any),
     // later ones only their transfer time.
-    const uint64_t cost = (fetched == 0 ? c_.dma.read_latency_ps(nbb * hw::kWqeBasicBlock)
-                                        : c_.prof.pcie_xfer_ps(nbb * hw::kWqeBasicBlock)) +
-                          reads * c_.prof.pcie_read_ps;
-    ready += cost;
-    HCASIM_TRACE(c_.tracer, WqeFetch, WqeFetch, qp.qpc.qpn, TraceFields(),
+    ready += u_.fetch.send_cost_ps(nbb, reads, fetched != 0);
+    HCASIM_TRACE(u_.tracer, WqeFetch, WqeFetch, qp.qpc.qpn,
+                 TraceFields()
+                     .set_wqe(w.index)
+                     .set_count(nbb)
+                     .set_flag(kTfSignaled, w.flags & hw::kCtrlCqUpdate)
+                     .set_flag(kTfSolicited, w.flags & hw::kCtrlSolicited),
                  "SQ WQE %u (%u WQEBB): %s len=%u sge=%u%s%s%s, ready in %.1f ns", w.index, nbb,
                  wqe_opcode_name(w.op), w.length, w.nsge, w.is_inline ? " inline" : "",
                  (w.flags & hw::kCtrlCqUpdate) ? " signaled" : " unsignaled",
@@ -188,7 +140,7 @@ void Requester::fetch(QpContext& qp) {
 }
 
 void Requester::decode(QpContext& qp) {
-  const uint32_t mtu = HcaCore::mtu_of(qp);
+  const uint32_t mtu = mtu_of(qp);
   bool any = false;
   while (!qp.fetched.empty()) {
     InflightMsg m;
@@ -207,19 +159,22 @@ void Requester::decode(QpContext& qp) {
       m.npkts = 1;
     } else {
       qp.inflight.push_back(m);
-      HCASIM_TRACE(c_.tracer, WqeFetch, Error, qp.qpc.qpn, TraceFields(), "WQE %u: unsupported opcode 0x%02x",
+      HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_flag(kTfError),
+                   "WQE %u: unsupported opcode 0x%02x",
                    m.w.index, unsigned(m.w.op));
       fail_front(qp, hw::CqeSyndrome::LocalQpOpErr, "unsupported opcode");
       return;
     }
     qp.next_psn = wire::psn_add(qp.next_psn, m.npkts);
-    HCASIM_TRACE(c_.tracer, Requester, WqeDecode, qp.qpc.qpn, TraceFields(),
+    const uint32_t psn_last = m.npkts ? last_psn(m) : m.first_psn;
+    HCASIM_TRACE(u_.tracer, Requester, WqeDecode, qp.qpc.qpn,
+                 TraceFields().set_wqe(m.w.index).set_count(m.npkts).set_psn_range(m.first_psn, psn_last),
                  "WQE %u %s: %u packet(s) at MTU %u, PSN %u..%u", m.w.index, wqe_opcode_name(m.w.op),
-                 m.npkts, mtu, m.first_psn, m.npkts ? last_psn(m) : m.first_psn);
+                 m.npkts, mtu, m.first_psn, psn_last);
     qp.inflight.push_back(m);
     any = true;
   }
-  if (any) schedule(qp, Stage::Tx, now_ps() + c_.prof.wqe_decode_ps);
+  if (any) schedule(qp, Stage::Tx, now_ps() + u_.prof.wqe_decode_ps);
 }
 
 bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len,
@@ -236,7 +191,7 @@ bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uin
       continue;
     }
     uint32_t n = s.len - skip < len ? s.len - skip : len;
-    if (c_.mrs.read(s.lkey, s.addr + skip, dst, n, qp.qpc.qpn) < 0) return false;
+    if (u_.mrs.read(s.lkey, s.addr + skip, dst, n, qp.qpc.qpn) < 0) return false;
     dst += n;
     len -= n;
     skip = 0;
@@ -244,15 +199,96 @@ bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uin
   return len == 0;
 }
 
+bool Requester::must_wait(QpContext& qp, const InflightMsg& m) {
+  if ((m.w.flags & hw::kCtrlFence) && qp.tx_pkt == 0 && !m.sent) {
+    // IBV_SEND_FENCE (ibv_post_send(3); IBTA 10.8.3.3): this WR starts only once every earlier
+    // READ/atomic has its response, so it sees (and sends) what they brought back.
+    bool behind = false;
+    for (size_t i = 0; i < qp.tx_msg && !behind; ++i)
+      behind = needs_response(qp.inflight[i]) && !qp.inflight[i].responded;
+    if (behind) {
+      HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index),
+                   "WQE %u waits: fenced behind an outstanding READ/atomic", m.w.index);
+      return true;
+    }
+  }
+  if (needs_response(m)) {
+    // ibv_modify_qp(3) max_rd_atomic: READs/atomics outstanding at the responder at once.
+    uint32_t outstanding = 0;
+    for (size_t i = 0; i < qp.tx_msg; ++i)
+      if (needs_response(qp.inflight[i]) && !qp.inflight[i].responded) ++outstanding;
+    const uint32_t limit = qp.qpc.max_rd_atomic ? qp.qpc.max_rd_atomic : 1;
+    if (outstanding >= limit) {
+      HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_count(outstanding),
+                   "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Requester::lkeys_ok(QpContext& qp, const InflightMsg& m) {
+  // Local protection checks on the whole gather (or, for READ/atomic, scatter) list.
+  const uint32_t need = needs_response(m) ? uint32_t(hw::kAccessLocalWrite) : 0u;
+  for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
+    const Sge& s = m.w.sge[i];
+    if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok) return false;
+  }
+  return true;
+}
+
+bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
+  wire::BthOpcode op;
+  uint32_t off = 0, len = 0;
+  // decode() admits only SEND/WRITE (with or without immediate), READ, atomics and NOP here.
+  wire::MessageKind kind = wire::MessageKind::Send;
+  if (m.w.op == hw::WqeOpcode::RdmaRead) {
+    op = wire::BthOpcode::RDMA_READ_REQUEST;
+  } else if (is_atomic(m.w.op)) {
+    op = m.w.op == hw::WqeOpcode::AtomicCmpSwap ? wire::BthOpcode::COMPARE_SWAP : wire::BthOpcode::FETCH_ADD;
+  } else {
+    message_kind(m.w.op, kind);
+    wire::Segment s = wire::plan_segments(kind, m.w.length, batch.mtu).segment(qp.tx_pkt);
+    op = s.opcode;
+    off = s.offset;
+    len = s.length;
+  }
+  const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
+  wire::Headers h;
+  if (!u_.frames.headers_for(qp, op, psn, h)) {
+    local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
+    return false;
+  }
+  fill_request_headers(m, op, h);
+  PacketPtr pkt = make_packet();
+  uint8_t* slot = pkt->data + wire::header_length(h);
+  if (len && !gather(qp, m, off, len, slot)) {
+    local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "gather fault");
+    return false;
+  }
+  pkt->len = uint32_t(wire::build_frame(h, slot, len, pkt->data, sizeof pkt->data));
+  // Payload reads overlap: the first pays the PCIe round trip, the next only their transfer.
+  if (len)
+    batch.ready = (batch.first_read ? batch.now + u_.prof.pcie_read_ps : batch.ready) + u_.prof.pcie_xfer_ps(len);
+  batch.first_read = batch.first_read && len == 0;
+  if (qp.tx_pkt == 0)
+    HCASIM_TRACE(u_.tracer, Requester, PktTx, qp.qpc.qpn,
+                 TraceFields().set_wqe(m.w.index).set_peer_qpn(qp.qpc.dest_qpn).set_psn(psn),
+                 "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
+                 qp.qpc.dest_qpn, psn);
+  u_.port.transmit(std::move(pkt), stream_ready(qp, false, batch.ready));
+  return true;
+}
+
 void Requester::tx(QpContext& qp) {
-  const uint64_t now = now_ps();
-  const uint32_t mtu = HcaCore::mtu_of(qp);
-  const uint64_t lookahead = 2 * c_.prof.wire_ps(mtu + 128);
-  uint64_t ready = now;
-  bool first_read = true;
+  TxBatch batch;
+  batch.now = now_ps();
+  batch.mtu = mtu_of(qp);
+  batch.ready = batch.now;
+  const uint64_t lookahead = 2 * u_.prof.wire_ps(batch.mtu + 128);
   while (qp.tx_msg < qp.inflight.size()) {
-    if (c_.port.busy_until() > now + lookahead) {  // back-pressure from the port
-      schedule(qp, Stage::Tx, c_.port.busy_until() - lookahead);
+    if (u_.port.busy_until() > batch.now + lookahead) {  // back-pressure from the port
+      schedule(qp, Stage::Tx, u_.port.busy_until() - lookahead);
       return;
     }
     InflightMsg& m = qp.inflight[qp.tx_msg];
@@ -263,90 +299,11 @@ void Requester::tx(QpContext& qp) {
       complete_through(qp, wire::psn_add(qp.next_psn, -1));
       continue;
     }
-    const bool is_read = m.w.op == hw::WqeOpcode::RdmaRead;
-    const bool atomic = is_atomic(m.w.op);
-    if ((m.w.flags & hw::kCtrlFence) && qp.tx_pkt == 0 && !m.sent) {
-      // IBV_SEND_FENCE (ibv_post_send(3); IBTA 10.8.3.3): this WR starts only once every earlier
-      // READ/atomic has its response, so it sees (and sends) what they brought back.
-      bool behind = false;
-      for (size_t i = 0; i < qp.tx_msg && !behind; ++i)
-        behind = needs_response(qp.inflight[i]) && !qp.inflight[i].responded;
-      if (behind) {
-        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, TraceFields(), "WQE %u waits: fenced behind an outstanding READ/atomic",
-                     m.w.index);
-        break;  // resumes when a response arrives
-      }
-    }
-    if (is_read || atomic) {
-      // ibv_modify_qp(3) max_rd_atomic: READs/atomics outstanding at the responder at once.
-      uint32_t outstanding = 0;
-      for (size_t i = 0; i < qp.tx_msg; ++i)
-        if (needs_response(qp.inflight[i]) && !qp.inflight[i].responded) ++outstanding;
-      const uint32_t limit = qp.qpc.max_rd_atomic ? qp.qpc.max_rd_atomic : 1;
-      if (outstanding >= limit) {
-        HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, TraceFields(),
-                     "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
-        break;  // resumes when a response arrives
-      }
-    }
-    if (qp.tx_pkt == 0 && !m.sent) {
-      // Local protection checks on the whole gather (or, for READ/atomic, scatter) list.
-      const uint32_t need = (is_read || atomic) ? uint32_t(hw::kAccessLocalWrite) : 0u;
-      for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
-        const Sge& s = m.w.sge[i];
-        if (c_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok)
-          return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "lkey check failed");
-      }
-    }
-    wire::Headers h;
-    wire::BthOpcode op;
-    uint32_t off = 0, len = 0;
-    // decode() admits only SEND/WRITE (with or without immediate), READ, atomics and NOP here.
-    wire::MessageKind kind = wire::MessageKind::Send;
-    if (is_read) {
-      op = wire::BthOpcode::RDMA_READ_REQUEST;
-    } else if (atomic) {
-      op = m.w.op == hw::WqeOpcode::AtomicCmpSwap ? wire::BthOpcode::COMPARE_SWAP : wire::BthOpcode::FETCH_ADD;
-    } else {
-      message_kind(m.w.op, kind);
-      wire::Segment s = wire::plan_segments(kind, m.w.length, mtu).segment(qp.tx_pkt);
-      op = s.opcode;
-      off = s.offset;
-      len = s.length;
-    }
-    const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
-    if (!c_.headers_for(qp, op, psn, h))
-      return local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
-    const bool ends = wire::is_last(op) || wire::is_only(op);
-    h.ackreq = ends;
-    h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
-           m.w.op != hw::WqeOpcode::RdmaRead;
-    if (wire::has_reth(op)) {
-      h.reth.va = m.w.raddr;
-      h.reth.rkey = m.w.rkey;
-      h.reth.dma_len = m.w.length;
-    }
-    if (wire::has_imm(op)) h.imm_data = m.w.imm;
-    if (atomic) {
-      h.atomic_eth.va = m.w.raddr;
-      h.atomic_eth.rkey = m.w.rkey;
-      h.atomic_eth.swap_add = m.w.swap_add;
-      h.atomic_eth.compare = m.w.compare;
-    }
-    PacketPtr pkt = make_packet();
-    uint8_t* slot = pkt->data + wire::header_length(h);
-    if (len && !gather(qp, m, off, len, slot))
-      return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "gather fault");
-    pkt->len = uint32_t(wire::build_frame(h, slot, len, pkt->data, sizeof pkt->data));
-    // Payload reads overlap: the first pays the PCIe round trip, the next only their transfer.
-    if (len) ready = (first_read ? now + c_.prof.pcie_read_ps : ready) + c_.prof.pcie_xfer_ps(len);
-    first_read = first_read && len == 0;
-    if (qp.tx_pkt == 0)
-      HCASIM_TRACE(c_.tracer, Requester, PktTx, qp.qpc.qpn, TraceFields(),
-                   "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
-                   qp.qpc.dest_qpn, psn);
-    c_.port.transmit(std::move(pkt), HcaCore::stream_ready(qp, false, ready));
-    if (is_read || atomic || ++qp.tx_pkt >= m.npkts) {
+    if (must_wait(qp, m)) break;  // resumes when a response arrives
+    if (qp.tx_pkt == 0 && !m.sent && !lkeys_ok(qp, m))
+      return local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "lkey check failed");
+    if (!send_packet(qp, m, batch)) return;
+    if (needs_response(m) || ++qp.tx_pkt >= m.npkts) {  // a READ/atomic request is one packet
       m.sent = true;
       ++qp.tx_msg;
       qp.tx_pkt = 0;
@@ -367,16 +324,19 @@ void Requester::restart_timer(QpContext& qp) {
 }
 
 void Requester::on_timeout(uint32_t qpn) {
-  QpContext* qp = c_.qpc.find(qpn);
+  QpContext* qp = u_.qpc.find(qpn);
   if (!qp || qp->inflight.empty() || hw::QpState(qp->qpc.state) == hw::QpState::Err) return;
   InflightMsg& front = qp->inflight.front();
   if (qp->retry_left == 0) {
-    HCASIM_TRACE(c_.tracer, Requester, Error, qpn, TraceFields(), "local ACK timeout: retries exhausted");
+    HCASIM_TRACE(u_.tracer, Requester, Error, qpn,
+                 TraceFields().set_wqe(front.w.index).set_psn(front.first_psn).set_flag(kTfError),
+                 "local ACK timeout: retries exhausted");
     qp->tx_msg = 0;
     return fail_front(*qp, hw::CqeSyndrome::TransportRetryExcErr, "transport retries exhausted");
   }
   --qp->retry_left;
-  HCASIM_TRACE(c_.tracer, Requester, Retransmit, qpn, TraceFields(), "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
+  HCASIM_TRACE(u_.tracer, Requester, Retransmit, qpn, TraceFields().set_wqe(front.w.index).set_psn(front.first_psn),
+               "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
                double(wire::ack_timeout_ns(qp->qpc.timeout)) / 1000.0, front.first_psn, unsigned(qp->retry_left));
   // A READ is asked for again from its first byte; the responder replays it.
   for (auto& m : qp->inflight)
@@ -390,8 +350,8 @@ void Requester::check_drained(QpContext& qp) {
   if (!qp.sqd_notify || hw::QpState(qp.qpc.state) != hw::QpState::Sqd) return;
   if (!qp.inflight.empty() || !qp.fetched.empty()) return;
   qp.sqd_notify = false;
-  HCASIM_TRACE(c_.tracer, Requester, Note, qp.qpc.qpn, TraceFields(), "SQ drained");
-  c_.eq.post(c_.cq.eqn_of(qp.qpc.send_cqn), hw::EqeType::SqDrained, qp.qpc.qpn);
+  HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields(), "SQ drained");
+  u_.eq.post(u_.cq.eqn_of(qp.qpc.send_cqn), hw::EqeType::SqDrained, qp.qpc.qpn);
 }
 
 void Requester::complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome status) {
@@ -405,11 +365,13 @@ void Requester::complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome st
   ci.wqe_counter = m.w.index;
   ci.byte_cnt = m.w.length;
   ci.req_opcode = m.w.op;
-  c_.cq.post(qp.qpc.send_cqn, ci);
+  u_.cq.post(qp.qpc.send_cqn, ci);
 }
 
 void Requester::local_fail(QpContext& qp, InflightMsg& m, hw::CqeSyndrome status, const char* why) {
-  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, TraceFields(), "WQE %u: %s", m.w.index, why);
+  HCASIM_TRACE(u_.tracer, Requester, Error, qp.qpc.qpn,
+               TraceFields().set_wqe(m.w.index).set_status(uint16_t(status)).set_flag(kTfError), "WQE %u: %s",
+               m.w.index, why);
   m.local_error = status;
   m.sent = true;
   // Completions stay in order: the error surfaces once every earlier message has completed.
@@ -441,14 +403,19 @@ void Requester::complete_through(QpContext& qp, uint32_t psn) {
 }
 
 void Requester::fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why) {
-  HCASIM_TRACE(c_.tracer, Requester, Error, qp.qpc.qpn, TraceFields(), "%s: WQE %u completes in error 0x%02x", why,
-               qp.inflight.empty() ? 0 : qp.inflight.front().w.index, unsigned(status));
+  const uint32_t wqe = qp.inflight.empty() ? 0 : qp.inflight.front().w.index;
+  HCASIM_TRACE(u_.tracer, Requester, Error, qp.qpc.qpn,
+               TraceFields()
+                   .set_wqe(qp.inflight.empty() ? kTraceNone : wqe)
+                   .set_status(uint16_t(status))
+                   .set_flag(kTfError),
+               "%s: WQE %u completes in error 0x%02x", why, wqe, unsigned(status));
   // The failing WQE is the oldest outstanding one: everything before it has completed.
   if (!qp.inflight.empty()) {
     complete(qp, qp.inflight.front(), status);
     qp.inflight.pop_front();
   }
-  c_.to_error(qp, why);
+  to_error_(qp, why);
 }
 
 void Requester::flush(QpContext& qp) {
@@ -465,7 +432,7 @@ void Requester::flush(QpContext& qp) {
   while (qp.sq_fetch != qp.sq_pi) {
     InflightMsg m;
     uint32_t reads = 0;
-    uint32_t nbb = fetch_wqe(qp, qp.sq_fetch, m.w, reads);
+    const uint32_t nbb = u_.fetch.fetch_send(send_queue(qp), qp.sq_fetch, m.w, reads);
     if (nbb == 0) break;
     complete(qp, m, hw::CqeSyndrome::WrFlushErr);
     qp.sq_fetch = uint16_t(qp.sq_fetch + nbb);
@@ -484,7 +451,7 @@ void Requester::rewind(QpContext& qp, uint32_t psn) {
       qp.tx_pkt = m.w.op == hw::WqeOpcode::RdmaRead ? 0 : uint32_t(d);
       for (size_t j = i; j < qp.inflight.size(); ++j) qp.inflight[j].sent = false;
       ++retransmits_;
-      HCASIM_TRACE(c_.tracer, Requester, Retransmit, qp.qpc.qpn, TraceFields(),
+      HCASIM_TRACE(u_.tracer, Requester, Retransmit, qp.qpc.qpn, TraceFields().set_psn(psn).set_wqe(m.w.index),
                    "go back to PSN %u (WQE %u, packet %u)", psn, m.w.index, qp.tx_pkt);
       return;
     }
@@ -493,110 +460,129 @@ void Requester::rewind(QpContext& qp, uint32_t psn) {
 
 void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
   const auto op = f.h.opcode;
-  const uint32_t psn = f.h.psn;
-  if (op == wire::BthOpcode::ACKNOWLEDGE) {
-    const uint8_t syn = f.h.aeth.syndrome;
-    switch (wire::aeth_kind(syn)) {
-      case wire::AethKind::Ack:
-        HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields(), "ACK psn=%u msn=%u", psn, f.h.aeth.msn);
-        complete_through(qp, psn);
-        return;
-      case wire::AethKind::RnrNak: {
-        complete_through(qp, wire::psn_add(psn, -1));
-        if (qp.rnr_left == 0) return fail_front(qp, hw::CqeSyndrome::RnrRetryExcErr, "RNR retries exhausted");
-        if (qp.rnr_left != 7) --qp.rnr_left;
-        const uint64_t wait = wire::rnr_timer_ns(wire::aeth_value(syn)) * 1000;
-        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields(), "RNR NAK psn=%u: retry in %.2f us (%u left)",
-                     psn, double(wait) / 1e6, unsigned(qp.rnr_left));
-        rewind(qp, psn);
-        ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
-        schedule(qp, Stage::Tx, now_ps() + wait);
-        return;
-      }
-      case wire::AethKind::Nak: {
-        const auto code = wire::aeth_nak_code(syn);
-        HCASIM_TRACE(c_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields(), "NAK %s psn=%u", wire::nak_code_name(code), psn);
-        complete_through(qp, wire::psn_add(psn, -1));
-        switch (code) {
-          case wire::NakCode::PsnSequenceError:
-            rewind(qp, psn);
-            schedule(qp, Stage::Tx, now_ps());
-            return;
-          case wire::NakCode::InvalidRequest:
-            qp.tx_msg = 0;
-            return fail_front(qp, hw::CqeSyndrome::RemoteInvalReqErr, "remote invalid request");
-          case wire::NakCode::RemoteAccessError:
-            qp.tx_msg = 0;
-            return fail_front(qp, hw::CqeSyndrome::RemoteAccessErr, "remote access error");
-          default:
-            qp.tx_msg = 0;
-            return fail_front(qp, hw::CqeSyndrome::RemoteOpErr, "remote operational error");
-        }
-      }
-      default:
-        return;
-    }
-  }
-  if (op >= wire::BthOpcode::RDMA_READ_RESPONSE_FIRST && op <= wire::BthOpcode::RDMA_READ_RESPONSE_ONLY) {
-    // The READ a response answers is the one whose PSN range holds its PSN (a zero-length READ
-    // has one response PSN and nothing to count in read_bytes, so "unfinished" cannot be told
-    // from read_bytes alone). A READ leaves inflight as soon as its last response landed.
-    for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
-      InflightMsg& m = qp.inflight[i];
-      if (m.w.op != hw::WqeOpcode::RdmaRead) continue;
-      const int32_t d = wire::psn_diff(psn, m.first_psn);
-      if (d < 0 || d >= int32_t(m.npkts)) continue;
-      if (m.responded) return;  // duplicate of a finished READ
-      const uint32_t mtu = HcaCore::mtu_of(qp);
-      const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
-      if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
-      if (wire::is_first(op) || wire::is_only(op)) complete_through(qp, wire::psn_add(m.first_psn, -1));
-      uint32_t off = m.read_bytes, left = uint32_t(f.payload_len);
-      const uint8_t* src = f.payload;
-      for (uint32_t k = 0, skip = off; k < m.w.nsge && left; ++k) {
-        const Sge& s = m.w.sge[k];
-        if (skip >= s.len) {
-          skip -= s.len;
-          continue;
-        }
-        uint32_t n = s.len - skip < left ? s.len - skip : left;
-        if (c_.mrs.write(s.lkey, s.addr + skip, src, n, qp.qpc.qpn) < 0)
-          return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "READ scatter fault");
-        src += n;
-        left -= n;
-        skip = 0;
-      }
-      m.read_bytes += uint32_t(f.payload_len);
-      if (wire::is_last(op) || wire::is_only(op)) {
-        m.read_bytes = m.w.length;
-        m.responded = true;  // also marks zero-length READs done
-        complete_through(qp, psn);
-        schedule(qp, Stage::Tx, now_ps());
-      } else {
-        restart_timer(qp);  // progress
-      }
+  if (op == wire::BthOpcode::ACKNOWLEDGE)
+    on_ack(qp, f.h);
+  else if (op >= wire::BthOpcode::RDMA_READ_RESPONSE_FIRST && op <= wire::BthOpcode::RDMA_READ_RESPONSE_ONLY)
+    on_read_response(qp, f);
+  else if (op == wire::BthOpcode::ATOMIC_ACKNOWLEDGE)
+    on_atomic_ack(qp, f.h);
+}
+
+void Requester::on_ack(QpContext& qp, const wire::Headers& h) {
+  const uint32_t psn = h.psn;
+  const uint8_t syn = h.aeth.syndrome;
+  switch (wire::aeth_kind(syn)) {
+    case wire::AethKind::Ack:
+      HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn), "ACK psn=%u msn=%u", psn,
+                   h.aeth.msn);
+      complete_through(qp, psn);
       return;
+    case wire::AethKind::RnrNak: {
+      complete_through(qp, wire::psn_add(psn, -1));
+      if (qp.rnr_left == 0) return fail_front(qp, hw::CqeSyndrome::RnrRetryExcErr, "RNR retries exhausted");
+      if (qp.rnr_left != 7) --qp.rnr_left;
+      const uint64_t wait = wire::rnr_timer_ns(wire::aeth_value(syn)) * 1000;
+      HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn),
+                   "RNR NAK psn=%u: retry in %.2f us (%u left)", psn, double(wait) / 1e6, unsigned(qp.rnr_left));
+      rewind(qp, psn);
+      ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
+      schedule(qp, Stage::Tx, now_ps() + wait);
+      return;
+    }
+    case wire::AethKind::Nak:
+      return on_nak(qp, psn, syn);
+    default:
+      return;
+  }
+}
+
+void Requester::on_nak(QpContext& qp, uint32_t psn, uint8_t syn) {
+  const auto code = wire::aeth_nak_code(syn);
+  HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn), "NAK %s psn=%u",
+               wire::nak_code_name(code), psn);
+  complete_through(qp, wire::psn_add(psn, -1));
+  switch (code) {
+    case wire::NakCode::PsnSequenceError:
+      rewind(qp, psn);
+      schedule(qp, Stage::Tx, now_ps());
+      return;
+    case wire::NakCode::InvalidRequest:
+      qp.tx_msg = 0;
+      return fail_front(qp, hw::CqeSyndrome::RemoteInvalReqErr, "remote invalid request");
+    case wire::NakCode::RemoteAccessError:
+      qp.tx_msg = 0;
+      return fail_front(qp, hw::CqeSyndrome::RemoteAccessErr, "remote access error");
+    default:
+      qp.tx_msg = 0;
+      return fail_front(qp, hw::CqeSyndrome::RemoteOpErr, "remote operational error");
+  }
+}
+
+bool Requester::scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src, uint32_t len) {
+  for (uint32_t k = 0, skip = offset; k < m.w.nsge && len; ++k) {
+    const Sge& s = m.w.sge[k];
+    if (skip >= s.len) {
+      skip -= s.len;
+      continue;
+    }
+    uint32_t n = s.len - skip < len ? s.len - skip : len;
+    if (u_.mrs.write(s.lkey, s.addr + skip, src, n, qp.qpc.qpn) < 0) return false;
+    src += n;
+    len -= n;
+    skip = 0;
+  }
+  return true;
+}
+
+void Requester::on_read_response(QpContext& qp, const wire::ParsedFrame& f) {
+  const auto op = f.h.opcode;
+  const uint32_t psn = f.h.psn;
+  // The READ a response answers is the one whose PSN range holds its PSN (a zero-length READ
+  // has one response PSN and nothing to count in read_bytes, so "unfinished" cannot be told
+  // from read_bytes alone). A READ leaves inflight as soon as its last response landed.
+  for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
+    InflightMsg& m = qp.inflight[i];
+    if (m.w.op != hw::WqeOpcode::RdmaRead) continue;
+    const int32_t d = wire::psn_diff(psn, m.first_psn);
+    if (d < 0 || d >= int32_t(m.npkts)) continue;
+    if (m.responded) return;  // duplicate of a finished READ
+    const uint32_t mtu = mtu_of(qp);
+    const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
+    if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
+    if (wire::is_first(op) || wire::is_only(op)) complete_through(qp, wire::psn_add(m.first_psn, -1));
+    if (!scatter(qp, m, m.read_bytes, f.payload, uint32_t(f.payload_len)))
+      return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "READ scatter fault");
+    m.read_bytes += uint32_t(f.payload_len);
+    if (wire::is_last(op) || wire::is_only(op)) {
+      m.read_bytes = m.w.length;
+      m.responded = true;  // also marks zero-length READs done
+      complete_through(qp, psn);
+      schedule(qp, Stage::Tx, now_ps());
+    } else {
+      restart_timer(qp);  // progress
     }
     return;
   }
-  if (op == wire::BthOpcode::ATOMIC_ACKNOWLEDGE) {
-    for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
-      InflightMsg& m = qp.inflight[i];
-      if (!is_atomic(m.w.op) || m.first_psn != psn) continue;
-      if (m.responded) return;  // duplicate
-      complete_through(qp, wire::psn_add(psn, -1));
-      // The original remote value lands in the local buffer in host order (as rxe does).
-      const uint64_t orig = f.h.atomic_ack_eth.orig_data;
-      const Sge& s = m.w.sge[0];
-      if (c_.mrs.write(s.lkey, s.addr, &orig, 8, qp.qpc.qpn) < 0)
-        return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "atomic result scatter fault");
-      HCASIM_TRACE(c_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields(), "ATOMIC ACK psn=%u original=0x%llx", psn,
-                   static_cast<unsigned long long>(orig));
-      m.responded = true;
-      complete_through(qp, psn);
-      schedule(qp, Stage::Tx, now_ps());
-      return;
-    }
+}
+
+void Requester::on_atomic_ack(QpContext& qp, const wire::Headers& h) {
+  const uint32_t psn = h.psn;
+  for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
+    InflightMsg& m = qp.inflight[i];
+    if (!is_atomic(m.w.op) || m.first_psn != psn) continue;
+    if (m.responded) return;  // duplicate
+    complete_through(qp, wire::psn_add(psn, -1));
+    // The original remote value lands in the local buffer in host order (as rxe does).
+    const uint64_t orig = h.atomic_ack_eth.orig_data;
+    const Sge& s = m.w.sge[0];
+    if (u_.mrs.write(s.lkey, s.addr, &orig, 8, qp.qpc.qpn) < 0)
+      return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "atomic result scatter fault");
+    HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn).set_wqe(m.w.index),
+                 "ATOMIC ACK psn=%u original=0x%llx", psn, static_cast<unsigned long long>(orig));
+    m.responded = true;
+    complete_through(qp, psn);
+    schedule(qp, Stage::Tx, now_ps());
+    return;
   }
 }
 

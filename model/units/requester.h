@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file requester.h
- * @brief RC requester: doorbell -> WQE fetch (through the SQ's buffer table) -> decode ->
- *        payload gather (MR checks, DMA) -> MTU segmentation into RoCEv2 packets with PSNs;
+ * @brief RC requester: doorbell -> WQE fetch and decode (the WQE-fetch unit) -> payload gather (MR checks, DMA) -> MTU segmentation into RoCEv2 packets with PSNs;
  *        ACK/NAK and READ-response handling, retransmission from the first unacknowledged
  *        PSN (go-back-N), requester completions.
  */
@@ -15,10 +14,13 @@
 
 namespace hcasim::model {
 
+/** @brief The RC requester: one per HCA, serving every QP's send queue. */
 class Requester {
  public:
-  explicit Requester(HcaCore& core);
+  explicit Requester(const TransportUnits& units);
 
+  /** @brief Who moves a QP to ERR (and flushes it) when the requester fails one. */
+  void set_error_handler(QpErrorHandler h) { to_error_ = std::move(h); }
   /** @brief An SQ doorbell landed: @p pi is the new producer counter. */
   void doorbell(uint32_t qpn, uint16_t pi);
   /** @brief A response (ACK/NAK, READ response) arrived for @p qp. */
@@ -39,12 +41,29 @@ class Requester {
   };
   void run(Job& job);
   void schedule(QpContext& qp, Stage stage, uint64_t at_ps);
-  /** @brief Fetch and decode the WQE at @p index; returns its size in WQEBBs (0 on a fault). */
-  uint32_t fetch_wqe(QpContext& qp, uint16_t index, SendWqe& w, uint32_t& table_reads);
   void fetch(QpContext& qp);
   void decode(QpContext& qp);
   void tx(QpContext& qp);
+  /** @brief State of one transmit pass: payload reads of its packets overlap. */
+  struct TxBatch {
+    uint64_t now = 0;
+    uint32_t mtu = 0;
+    uint64_t ready = 0;       ///< when the last payload read completes
+    bool first_read = true;   ///< no payload read yet in this pass
+  };
+  /** @brief Fence or max_rd_atomic holds @p m back (traced); it resumes on a response. */
+  bool must_wait(QpContext& qp, const InflightMsg& m);
+  /** @brief Local key checks of @p m's whole gather (READ/atomic: scatter) list. */
+  bool lkeys_ok(QpContext& qp, const InflightMsg& m);
+  /** @brief Build and queue @p m's next packet (qp.tx_pkt); false after failing @p m locally. */
+  bool send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch);
   bool gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len, uint8_t* dst);
+  /** @brief Place @p len response bytes at byte @p offset of @p m's scatter list. */
+  bool scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src, uint32_t len);
+  void on_ack(QpContext& qp, const wire::Headers& h);
+  void on_nak(QpContext& qp, uint32_t psn, uint8_t syndrome);
+  void on_read_response(QpContext& qp, const wire::ParsedFrame& f);
+  void on_atomic_ack(QpContext& qp, const wire::Headers& h);
   void complete_through(QpContext& qp, uint32_t psn);
   void complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome status);
   void fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why);
@@ -56,7 +75,8 @@ class Requester {
   /** @brief In SQD with async notify and nothing outstanding: raise SQ drained once. */
   void check_drained(QpContext& qp);
 
-  HcaCore& c_;
+  TransportUnits u_;
+  QpErrorHandler to_error_;
   TimedQueue<Job> jobs_;
   TimerSet ack_timer_;
   uint64_t wqes_ = 0, retransmits_ = 0;

@@ -8,7 +8,7 @@ namespace hcasim::model {
 
 void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
   wire::Headers h;
-  if (!c_.headers_for(qp, wire::BthOpcode::ACKNOWLEDGE, psn, h)) return;
+  if (!u_.frames.headers_for(qp, wire::BthOpcode::ACKNOWLEDGE, psn, h)) return;
   h.aeth.syndrome = syndrome;
   h.aeth.msn = qp.msn & wire::kMsnMask;
   switch (wire::aeth_kind(syndrome)) {
@@ -16,7 +16,7 @@ void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
     case wire::AethKind::RnrNak: ++rnr_naks_; break;
     default: ++naks_; break;
   }
-  c_.send_frame(h, nullptr, 0, HcaCore::stream_ready(qp, true, now_ps() + c_.prof.pkt_process_ps));
+  u_.frames.send_frame(h, nullptr, 0, stream_ready(qp, true, now_ps() + u_.prof.pkt_process_ps));
 }
 
 bool Responder::take_recv(QpContext& qp) {
@@ -24,30 +24,17 @@ bool Responder::take_recv(QpContext& qp) {
   const uint32_t qpn = qp.qpc.qpn;
   if (qp.rq_ci == qp.rq_pi_seen) {
     // Nothing known to be posted: look at the doorbell record the driver updates.
-    hw::QpDbrec rec{};
-    if (!c_.dma.read(qp.qpc.dbrec_addr, &rec, sizeof rec, qpn, "rq.dbrec")) return false;
-    qp.rq_pi_seen = uint16_t(hw::from_be32(rec.rq_counter));
+    if (!u_.fetch.recv_producer(qp.qpc.dbrec_addr, qpn, qp.rq_pi_seen)) return false;
     if (qp.rq_ci == qp.rq_pi_seen) return false;
   }
-  const uint32_t ring = 1u << qp.qpc.rq_log_size;
-  const uint32_t stride = 1u << qp.qpc.rq_log_stride;
-  BtResult t = c_.bt.translate(qp.qpc.rq_buf, uint64_t(qp.rq_ci & (ring - 1)) * stride, qp.rq_cursor,
-                               qpn, "rq");
-  uint8_t raw[kMaxSge * sizeof(hw::DataSeg)];
-  const uint32_t bytes = stride < sizeof raw ? stride : uint32_t(sizeof raw);
-  if (!t.ok || !c_.dma.read(t.dma, raw, bytes, qpn, "rq.wqe")) return false;
-  RecvInProgress& r = qp.recv;
-  r = RecvInProgress{};
+  RecvInProgress r;
+  if (!u_.fetch.fetch_recv(recv_queue(qp), qp.rq_ci, r.sge, r.nsge)) return false;
   r.active = true;
   r.index = qp.rq_ci;
-  for (uint32_t i = 0; i < bytes / sizeof(hw::DataSeg); ++i) {
-    hw::DataSeg d;
-    std::memcpy(&d, raw + i * sizeof d, sizeof d);
-    if (hw::from_be32(d.lkey) == hw::kInvalidLkey) break;
-    r.sge[r.nsge++] = Sge{hw::from_be64(d.addr), hw::from_be32(d.byte_count), hw::from_be32(d.lkey)};
-  }
+  qp.recv = r;
   ++qp.rq_ci;
-  HCASIM_TRACE(c_.tracer, Responder, WqeFetch, qpn, TraceFields(), "RQ WQE %u: %u SGE(s)", r.index, r.nsge);
+  HCASIM_TRACE(u_.tracer, Responder, WqeFetch, qpn,
+               TraceFields().set_wqe(r.index).set_count(r.nsge).set_flag(kTfRq), "RQ WQE %u: %u SGE(s)", r.index, r.nsge);
   return true;
 }
 
@@ -64,7 +51,7 @@ void Responder::completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const 
   }
   if (h.se) ci.flags |= hw::kCqeSolicited;
   qp.recv.active = false;
-  c_.cq.post(qp.qpc.recv_cqn, ci);
+  u_.cq.post(qp.qpc.recv_cqn, ci);
 }
 
 void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
@@ -75,49 +62,49 @@ void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
   ci.qpn = qp.qpc.qpn;
   ci.wqe_counter = qp.recv.index;
   qp.recv.active = false;
-  c_.cq.post(qp.qpc.recv_cqn, ci);
+  u_.cq.post(qp.qpc.recv_cqn, ci);
 }
 
 void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
                       const char* why) {
-  HCASIM_TRACE(c_.tracer, Responder, Error, qp.qpc.qpn, TraceFields(), "%s: NAK %s psn=%u, QP to ERR", why,
+  HCASIM_TRACE(u_.tracer, Responder, Error, qp.qpc.qpn,
+               TraceFields().set_psn(psn).set_status(wire::aeth_nak(nak)).set_flag(kTfError),
+               "%s: NAK %s psn=%u, QP to ERR", why,
                wire::nak_code_name(nak), psn);
   send_ack(qp, psn, wire::aeth_nak(nak));
   if (recv_status != hw::CqeSyndrome::Ok) recv_error(qp, recv_status);
-  c_.to_error(qp, why);
+  to_error_(qp, why);
 }
 
 void Responder::flush(QpContext& qp) {
   recv_error(qp, hw::CqeSyndrome::WrFlushErr);
-  hw::QpDbrec rec{};
-  if (c_.dma.read(qp.qpc.dbrec_addr, &rec, sizeof rec, qp.qpc.qpn, "rq.dbrec"))
-    qp.rq_pi_seen = uint16_t(hw::from_be32(rec.rq_counter));
+  u_.fetch.recv_producer(qp.qpc.dbrec_addr, qp.qpc.qpn, qp.rq_pi_seen);
   while (qp.rq_ci != qp.rq_pi_seen) {
     CqeInfo ci;
     ci.opcode = hw::CqeOpcode::RespErr;
     ci.syndrome = hw::CqeSyndrome::WrFlushErr;
     ci.qpn = qp.qpc.qpn;
     ci.wqe_counter = qp.rq_ci++;
-    c_.cq.post(qp.qpc.recv_cqn, ci);
+    u_.cq.post(qp.qpc.recv_cqn, ci);
   }
 }
 
 void Responder::read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth) {
-  const uint32_t mtu = HcaCore::mtu_of(qp);
+  const uint32_t mtu = mtu_of(qp);
   const wire::SegmentPlan plan = wire::plan_segments(wire::MessageKind::ReadResponse, reth.dma_len, mtu);
-  uint64_t ready = now_ps() + c_.prof.pkt_process_ps + c_.prof.pcie_read_ps;
+  uint64_t ready = now_ps() + u_.prof.pkt_process_ps + u_.prof.pcie_read_ps;
   for (uint32_t i = 0; i < plan.num_packets; ++i) {
     const wire::Segment s = plan.segment(i);
     wire::Headers h;
-    if (!c_.headers_for(qp, s.opcode, wire::psn_add(psn, i), h)) return;
+    if (!u_.frames.headers_for(qp, s.opcode, wire::psn_add(psn, i), h)) return;
     h.aeth.syndrome = wire::aeth_ack(wire::kAethCreditInvalid);
     h.aeth.msn = qp.msn & wire::kMsnMask;
     PacketPtr pkt = make_packet();
     uint8_t* slot = pkt->data + wire::header_length(h);
-    if (s.length && c_.mrs.read(reth.rkey, reth.va + s.offset, slot, s.length, qp.qpc.qpn) < 0) return;
+    if (s.length && u_.mrs.read(reth.rkey, reth.va + s.offset, slot, s.length, qp.qpc.qpn) < 0) return;
     pkt->len = uint32_t(wire::build_frame(h, slot, s.length, pkt->data, sizeof pkt->data));
-    ready += c_.prof.pcie_xfer_ps(s.length);
-    c_.port.transmit(std::move(pkt), HcaCore::stream_ready(qp, true, ready));
+    ready += u_.prof.pcie_xfer_ps(s.length);
+    u_.port.transmit(std::move(pkt), stream_ready(qp, true, ready));
   }
 }
 
@@ -125,7 +112,9 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   const auto st = hw::QpState(qp.qpc.state);
   const uint32_t qpn = qp.qpc.qpn;
   if (st != hw::QpState::Rtr && st != hw::QpState::Rts && st != hw::QpState::Sqd) {
-    HCASIM_TRACE(c_.tracer, Responder, Error, qpn, TraceFields(), "packet dropped: QP state %u", unsigned(st));
+    HCASIM_TRACE(u_.tracer, Responder, Error, qpn,
+                 TraceFields().set_psn(f.h.psn).set_opcode(uint16_t(f.h.opcode)).set_flag(kTfError),
+                 "packet dropped: QP state %u", unsigned(st));
     return;
   }
   const wire::Headers& h = f.h;
@@ -133,133 +122,144 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   if (st == hw::QpState::Rtr && !qp.comm_est) {
     // IBTA 11.6.3: the first packet received in RTR establishes communication.
     qp.comm_est = true;
-    c_.eq.post(c_.cq.eqn_of(qp.qpc.recv_cqn), hw::EqeType::CommEstablished, qpn);
+    u_.eq.post(u_.cq.eqn_of(qp.qpc.recv_cqn), hw::EqeType::CommEstablished, qpn);
   }
   const int32_t d = wire::psn_diff(h.psn, qp.epsn);
-  if (d < 0) {  // duplicate: the ACK was lost; acknowledge again (READs are replayed)
-    ++dups_;
-    HCASIM_TRACE(c_.tracer, Responder, Ack, qpn, TraceFields(), "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
-    if (op == wire::BthOpcode::RDMA_READ_REQUEST) {
-      read_response(qp, h.psn, h.reth);
-    } else if (wire::has_atomic_eth(op)) {  // answered again from the replay cache, never re-executed
-      for (const auto& r : qp.atomic_replay)
-        if (r.valid && r.psn == h.psn) return atomic_ack(qp, h.psn, r.orig);
-    } else
-      send_ack(qp, wire::psn_add(qp.epsn, -1), wire::aeth_ack(wire::kAethCreditInvalid));
-    return;
-  }
+  if (d < 0) return on_duplicate(qp, h);
   if (d > 0) {  // a gap: NAK once, then drop until the requester goes back
     if (!qp.nak_pending) {
       qp.nak_pending = true;
-      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, TraceFields(), "PSN gap: got %u expected %u", h.psn, qp.epsn);
+      HCASIM_TRACE(u_.tracer, Responder, Nak, qpn,
+                   TraceFields().set_psn(h.psn).set_status(wire::aeth_nak(wire::NakCode::PsnSequenceError)),
+                   "PSN gap: got %u expected %u", h.psn, qp.epsn);
       send_ack(qp, qp.epsn, wire::aeth_nak(wire::NakCode::PsnSequenceError));
     }
     return;
   }
   qp.nak_pending = false;
-  const uint32_t len = uint32_t(f.payload_len);
-  const bool starts = wire::is_first(op) || wire::is_only(op);
-  const bool ends = wire::is_last(op) || wire::is_only(op);
-
-  if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE) {
-    if (starts && !take_recv(qp)) {
-      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, TraceFields(), "no receive WQE posted: RNR NAK psn=%u", h.psn);
-      send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
-      return;
-    }
-    if (!qp.recv.active) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
-                                      "SEND middle/last without first");
-    // Scatter into the receive WQE's list.
-    RecvInProgress& r = qp.recv;
-    uint32_t skip = r.offset, left = len;
-    const uint8_t* src = f.payload;
-    for (uint32_t i = 0; i < r.nsge && left; ++i) {
-      const Sge& s = r.sge[i];
-      if (skip >= s.len) {
-        skip -= s.len;
-        continue;
-      }
-      const uint32_t n = s.len - skip < left ? s.len - skip : left;
-      if (c_.mrs.check(s.lkey, qp.qpc.pdn, s.addr + skip, n, hw::kAccessLocalWrite, qpn, "recv lkey") !=
-              MrCheck::Ok ||
-          c_.mrs.write(s.lkey, s.addr + skip, src, n, qpn) < 0)
-        return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
-                     "receive buffer protection error");
-      src += n;
-      left -= n;
-      skip = 0;
-    }
-    if (left) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
-                           "message longer than the receive WQE");
-    r.offset += len;
-    qp.epsn = wire::psn_add(qp.epsn, 1);
-    if (ends) {
-      ++qp.msn;
-      completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h);
-    }
-    if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
-    return;
-  }
-
-  if (op >= wire::BthOpcode::RDMA_WRITE_FIRST && op <= wire::BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE) {
-    if (starts) {
-      if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
-          c_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
-                       "rkey") != MrCheck::Ok)
-        return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
-      qp.write_active = true;
-      qp.write_va = h.reth.va;
-      qp.write_rkey = h.reth.rkey;
-      qp.write_len = h.reth.dma_len;
-      qp.write_done = 0;
-    }
-    if (!qp.write_active || uint64_t(qp.write_done) + len > qp.write_len)
-      return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE length mismatch");
-    if (ends && wire::has_imm(op) && !take_recv(qp)) {
-      HCASIM_TRACE(c_.tracer, Responder, Nak, qpn, TraceFields(), "WRITE_WITH_IMM needs a receive WQE: RNR NAK psn=%u",
-                   h.psn);
-      send_ack(qp, h.psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
-      return;
-    }
-    if (len && c_.mrs.write(qp.write_rkey, qp.write_va + qp.write_done, f.payload, len, qpn) < 0)
-      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "DMA fault");
-    qp.write_done += len;
-    qp.epsn = wire::psn_add(qp.epsn, 1);
-    if (ends) {
-      if (qp.write_done != qp.write_len)
-        return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE shorter than RETH");
-      qp.write_active = false;
-      ++qp.msn;
-      if (wire::has_imm(op)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h);
-    }
-    if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
-    return;
-  }
-
-  if (op == wire::BthOpcode::RDMA_READ_REQUEST) {
-    if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
-        c_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qpn,
-                     "rkey") != MrCheck::Ok)
-      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
-    ++qp.msn;
-    read_response(qp, h.psn, h.reth);
-    const uint32_t n = wire::plan_segments(wire::MessageKind::ReadResponse, h.reth.dma_len,
-                                           HcaCore::mtu_of(qp)).num_packets;
-    qp.epsn = wire::psn_add(qp.epsn, n);
-    return;
-  }
+  if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE) return on_send(qp, f);
+  if (op >= wire::BthOpcode::RDMA_WRITE_FIRST && op <= wire::BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE)
+    return on_write(qp, f);
+  if (op == wire::BthOpcode::RDMA_READ_REQUEST) return on_read(qp, h);
   if (wire::has_atomic_eth(op)) return atomic(qp, h);
   fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "unsupported opcode");
 }
 
+void Responder::on_duplicate(QpContext& qp, const wire::Headers& h) {
+  // The ACK was lost; acknowledge again (READs are replayed).
+  ++dups_;
+  HCASIM_TRACE(u_.tracer, Responder, Ack, qp.qpc.qpn, TraceFields().set_psn(h.psn), "duplicate psn=%u (expected %u)",
+               h.psn, qp.epsn);
+  if (h.opcode == wire::BthOpcode::RDMA_READ_REQUEST) {
+    read_response(qp, h.psn, h.reth);
+  } else if (wire::has_atomic_eth(h.opcode)) {  // answered again from the replay cache, never re-executed
+    for (const auto& r : qp.atomic_replay)
+      if (r.valid && r.psn == h.psn) return atomic_ack(qp, h.psn, r.orig);
+  } else {
+    send_ack(qp, wire::psn_add(qp.epsn, -1), wire::aeth_ack(wire::kAethCreditInvalid));
+  }
+}
+
+void Responder::rnr_nak(QpContext& qp, uint32_t psn, const char* why) {
+  HCASIM_TRACE(u_.tracer, Responder, Nak, qp.qpc.qpn,
+               TraceFields().set_psn(psn).set_status(wire::aeth_rnr_nak(qp.qpc.min_rnr_timer)), "%s: RNR NAK psn=%u",
+               why, psn);
+  send_ack(qp, psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
+}
+
+void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
+  const wire::Headers& h = f.h;
+  const auto op = h.opcode;
+  const uint32_t qpn = qp.qpc.qpn;
+  const uint32_t len = uint32_t(f.payload_len);
+  const bool ends = wire::is_last(op) || wire::is_only(op);
+  if ((wire::is_first(op) || wire::is_only(op)) && !take_recv(qp)) return rnr_nak(qp, h.psn, "no receive WQE posted");
+  if (!qp.recv.active) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
+                                    "SEND middle/last without first");
+  // Scatter into the receive WQE's list.
+  RecvInProgress& r = qp.recv;
+  uint32_t skip = r.offset, left = len;
+  const uint8_t* src = f.payload;
+  for (uint32_t i = 0; i < r.nsge && left; ++i) {
+    const Sge& s = r.sge[i];
+    if (skip >= s.len) {
+      skip -= s.len;
+      continue;
+    }
+    const uint32_t n = s.len - skip < left ? s.len - skip : left;
+    if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr + skip, n, hw::kAccessLocalWrite, qpn, "recv lkey") !=
+            MrCheck::Ok ||
+        u_.mrs.write(s.lkey, s.addr + skip, src, n, qpn) < 0)
+      return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
+                   "receive buffer protection error");
+    src += n;
+    left -= n;
+    skip = 0;
+  }
+  if (left) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
+                         "message longer than the receive WQE");
+  r.offset += len;
+  qp.epsn = wire::psn_add(qp.epsn, 1);
+  if (ends) {
+    ++qp.msn;
+    completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h);
+  }
+  if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+}
+
+void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
+  const wire::Headers& h = f.h;
+  const auto op = h.opcode;
+  const uint32_t qpn = qp.qpc.qpn;
+  const uint32_t len = uint32_t(f.payload_len);
+  const bool ends = wire::is_last(op) || wire::is_only(op);
+  if (wire::is_first(op) || wire::is_only(op)) {
+    if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
+        u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn, "rkey") !=
+            MrCheck::Ok)
+      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+    qp.write_active = true;
+    qp.write_va = h.reth.va;
+    qp.write_rkey = h.reth.rkey;
+    qp.write_len = h.reth.dma_len;
+    qp.write_done = 0;
+  }
+  if (!qp.write_active || uint64_t(qp.write_done) + len > qp.write_len)
+    return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE length mismatch");
+  if (ends && wire::has_imm(op) && !take_recv(qp)) return rnr_nak(qp, h.psn, "WRITE_WITH_IMM needs a receive WQE");
+  if (len && u_.mrs.write(qp.write_rkey, qp.write_va + qp.write_done, f.payload, len, qpn) < 0)
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "DMA fault");
+  qp.write_done += len;
+  qp.epsn = wire::psn_add(qp.epsn, 1);
+  if (ends) {
+    if (qp.write_done != qp.write_len)
+      return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE shorter than RETH");
+    qp.write_active = false;
+    ++qp.msn;
+    if (wire::has_imm(op)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h);
+  }
+  if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+}
+
+void Responder::on_read(QpContext& qp, const wire::Headers& h) {
+  if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
+      u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qp.qpc.qpn, "rkey") !=
+          MrCheck::Ok)
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+  ++qp.msn;
+  read_response(qp, h.psn, h.reth);
+  const uint32_t n = wire::plan_segments(wire::MessageKind::ReadResponse, h.reth.dma_len, mtu_of(qp)).num_packets;
+  qp.epsn = wire::psn_add(qp.epsn, n);
+}
+
 void Responder::atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig) {
   wire::Headers a;
-  if (!c_.headers_for(qp, wire::BthOpcode::ATOMIC_ACKNOWLEDGE, psn, a)) return;
+  if (!u_.frames.headers_for(qp, wire::BthOpcode::ATOMIC_ACKNOWLEDGE, psn, a)) return;
   a.aeth.syndrome = wire::aeth_ack(wire::kAethCreditInvalid);
   a.aeth.msn = qp.msn & wire::kMsnMask;
   a.atomic_ack_eth.orig_data = orig;
   ++acks_;
-  c_.send_frame(a, nullptr, 0, HcaCore::stream_ready(qp, true, now_ps() + c_.prof.pkt_process_ps + c_.prof.pcie_read_ps));
+  u_.frames.send_frame(a, nullptr, 0, stream_ready(qp, true, now_ps() + u_.prof.pkt_process_ps + u_.prof.pcie_read_ps));
 }
 
 void Responder::atomic(QpContext& qp, const wire::Headers& h) {
@@ -269,12 +269,12 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   if (ae.va % 8)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "misaligned atomic");
   if (!(qp.qpc.access_flags & hw::kAccessRemoteAtomic) ||
-      c_.mrs.check(ae.rkey, qp.qpc.pdn, ae.va, 8, hw::kAccessRemoteAtomic, qpn, "rkey") != MrCheck::Ok)
+      u_.mrs.check(ae.rkey, qp.qpc.pdn, ae.va, 8, hw::kAccessRemoteAtomic, qpn, "rkey") != MrCheck::Ok)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic rkey check failed");
   // Read-modify-write in the responder's host byte order (rxe's behaviour; docs/conformance.md).
   // The model runs under one lock, so no other device access interleaves.
   uint64_t orig = 0;
-  if (c_.mrs.read(ae.rkey, ae.va, &orig, 8, qpn) < 0)
+  if (u_.mrs.read(ae.rkey, ae.va, &orig, 8, qpn) < 0)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic DMA fault");
   uint64_t next = orig;
   if (h.opcode == wire::BthOpcode::COMPARE_SWAP) {
@@ -282,9 +282,10 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   } else {
     next = orig + ae.swap_add;
   }
-  if (next != orig && c_.mrs.write(ae.rkey, ae.va, &next, 8, qpn) < 0)
+  if (next != orig && u_.mrs.write(ae.rkey, ae.va, &next, 8, qpn) < 0)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic DMA fault");
-  HCASIM_TRACE(c_.tracer, Responder, Note, qpn, TraceFields(), "%s va=0x%llx: 0x%llx -> 0x%llx", wire::opcode_name(h.opcode),
+  HCASIM_TRACE(u_.tracer, Responder, Note, qpn,
+               TraceFields().set_psn(h.psn).set_opcode(uint16_t(h.opcode)).set_key(ae.rkey).set_addr(ae.va), "%s va=0x%llx: 0x%llx -> 0x%llx", wire::opcode_name(h.opcode),
                static_cast<unsigned long long>(ae.va), static_cast<unsigned long long>(orig),
                static_cast<unsigned long long>(next));
   auto& slot = qp.atomic_replay[qp.atomic_replay_next++ % 16];

@@ -2,7 +2,7 @@
 /**
  * @file responder.h
  * @brief RC responder: PSN checks (duplicates re-ACKed, gaps NAKed once), receive-WQE fetch
- *        through the RQ's buffer table and doorbell record, rkey checks, payload DMA writes,
+ *        (the WQE-fetch unit: the RQ's buffer table and doorbell record), rkey checks, payload DMA writes,
  *        READ responses, ACK/NAK/RNR-NAK generation and responder completions.
  */
 #pragma once
@@ -13,9 +13,13 @@
 
 namespace hcasim::model {
 
+/** @brief The RC responder: one per HCA, serving every QP's receive side. */
 class Responder {
  public:
-  explicit Responder(HcaCore& core) : c_(core) {}
+  explicit Responder(const TransportUnits& units) : u_(units) {}
+
+  /** @brief Who moves a QP to ERR (and flushes it) when the responder fails one. */
+  void set_error_handler(QpErrorHandler h) { to_error_ = std::move(h); }
 
   /** @brief A request packet arrived for @p qp. */
   void on_request(QpContext& qp, const wire::ParsedFrame& f);
@@ -28,6 +32,14 @@ class Responder {
   uint64_t duplicates() const { return dups_; }
 
  private:
+  /** @brief A request with a PSN already seen: acknowledge (or answer) it again. */
+  void on_duplicate(QpContext& qp, const wire::Headers& h);
+  /** @brief The expected request, by opcode class. */
+  void on_send(QpContext& qp, const wire::ParsedFrame& f);
+  void on_write(QpContext& qp, const wire::ParsedFrame& f);
+  void on_read(QpContext& qp, const wire::Headers& h);
+  /** @brief No receive WQE for a message that needs one: RNR NAK (@p why goes to the trace). */
+  void rnr_nak(QpContext& qp, uint32_t psn, const char* why);
   bool take_recv(QpContext& qp);
   void send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome);
   void read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth);
@@ -39,7 +51,8 @@ class Responder {
   void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
              const char* why);
 
-  HcaCore& c_;
+  TransportUnits u_;
+  QpErrorHandler to_error_;
   uint64_t acks_ = 0, naks_ = 0, rnr_naks_ = 0, dups_ = 0;
 };
 

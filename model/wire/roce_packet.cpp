@@ -319,6 +319,77 @@ size_t frame_length(const Headers& h, size_t payload_len) {
 
 // ------------------------------------------------------------------ build
 
+namespace {
+
+/** IPv4 or IPv6 header at @p ip of a frame of @p total bytes whose UDP datagram is @p udp_len. */
+void put_ip_header(const Headers& h, uint8_t* ip, size_t total, size_t l3, size_t udp_len) {
+  if (h.ipv6) {
+    put32(ip, (6u << 28) | (static_cast<uint32_t>(h.traffic_class) << 20) | (h.flow_label & 0xfffffu));
+    put16(ip + 4, static_cast<uint16_t>(udp_len));
+    put8(ip + 6, kIpProtoUdp);
+    put8(ip + 7, h.ttl);
+    std::memcpy(ip + 8, h.ipv6_src, 16);
+    std::memcpy(ip + 24, h.ipv6_dst, 16);
+    return;
+  }
+  put8(ip, 0x45);
+  put8(ip + 1, h.traffic_class);
+  put16(ip + 2, static_cast<uint16_t>(total - l3));
+  put16(ip + 4, 0);       // identification: 0 is fine with DF set (RFC 6864)
+  put16(ip + 6, 0x4000);  // DF, no fragments: RoCE never fragments
+  put8(ip + 8, h.ttl);
+  put8(ip + 9, kIpProtoUdp);
+  put16(ip + 10, 0);
+  put32(ip + 12, h.ipv4_src);
+  put32(ip + 16, h.ipv4_dst);
+  store_csum(ip + 10, static_cast<uint16_t>(~csum_fold(csum_partial(ip, kIpv4HeaderLen, 0))));
+}
+
+/** BTH at @p p; returns the byte after it. */
+uint8_t* put_bth(const Headers& h, uint8_t pad, uint8_t* p) {
+  put8(p, static_cast<uint8_t>(h.opcode));
+  put8(p + 1, static_cast<uint8_t>((h.se ? 0x80 : 0) | (h.migreq ? 0x40 : 0) | (pad << 4) | (h.tver & 0x0f)));
+  put16(p + 2, h.pkey);
+  put8(p + 4, 0);  // resv8a
+  put24(p + 5, h.dest_qp & kQpnMask);
+  put8(p + 8, h.ackreq ? 0x80 : 0);
+  put24(p + 9, h.psn & kPsnMask);
+  return p + kBthLen;
+}
+
+/** The extension headers @p flags call for, in IBTA order, at @p p. */
+void put_ext_headers(const Headers& h, uint16_t flags, uint8_t* p) {
+  if (flags & opflag::kReth) {
+    put64(p, h.reth.va);
+    put32(p + 8, h.reth.rkey);
+    put32(p + 12, h.reth.dma_len);
+    p += kRethLen;
+  }
+  if (flags & opflag::kAtomicEth) {
+    put64(p, h.atomic_eth.va);
+    put32(p + 8, h.atomic_eth.rkey);
+    put64(p + 12, h.atomic_eth.swap_add);
+    put64(p + 20, h.atomic_eth.compare);
+    p += kAtomicEthLen;
+  }
+  if (flags & opflag::kImm) {
+    std::memcpy(p, &h.imm_data, 4);  // already network order
+    p += kImmDtLen;
+  }
+  if (flags & opflag::kIeth) {
+    put32(p, h.ieth_rkey);
+    p += kIethLen;
+  }
+  if (flags & opflag::kAeth) {
+    put8(p, h.aeth.syndrome);
+    put24(p + 1, h.aeth.msn & kMsnMask);
+    p += kAethLen;
+  }
+  if (flags & opflag::kAtomicAckEth) put64(p, h.atomic_ack_eth.orig_data);
+}
+
+}  // namespace
+
 size_t build_frame(const Headers& h, const void* payload, size_t payload_len, uint8_t* out, size_t out_cap) {
   const uint16_t flags = opcode_flags(h.opcode);
   if (!(flags & opflag::kValid)) return 0;
@@ -351,26 +422,7 @@ size_t build_frame(const Headers& h, const void* payload, size_t payload_len, ui
 
   // IP
   uint8_t* ip = out + l3;
-  if (h.ipv6) {
-    put32(ip, (6u << 28) | (static_cast<uint32_t>(h.traffic_class) << 20) | (h.flow_label & 0xfffffu));
-    put16(ip + 4, static_cast<uint16_t>(udp_len));
-    put8(ip + 6, kIpProtoUdp);
-    put8(ip + 7, h.ttl);
-    std::memcpy(ip + 8, h.ipv6_src, 16);
-    std::memcpy(ip + 24, h.ipv6_dst, 16);
-  } else {
-    put8(ip, 0x45);
-    put8(ip + 1, h.traffic_class);
-    put16(ip + 2, static_cast<uint16_t>(total - l3));
-    put16(ip + 4, 0);       // identification: 0 is fine with DF set (RFC 6864)
-    put16(ip + 6, 0x4000);  // DF, no fragments: RoCE never fragments
-    put8(ip + 8, h.ttl);
-    put8(ip + 9, kIpProtoUdp);
-    put16(ip + 10, 0);
-    put32(ip + 12, h.ipv4_src);
-    put32(ip + 16, h.ipv4_dst);
-    store_csum(ip + 10, static_cast<uint16_t>(~csum_fold(csum_partial(ip, kIpv4HeaderLen, 0))));
-  }
+  put_ip_header(h, ip, total, l3, udp_len);
 
   // UDP (checksum filled last, over the finished datagram)
   uint8_t* udp = out + l4;
@@ -379,48 +431,8 @@ size_t build_frame(const Headers& h, const void* payload, size_t payload_len, ui
   put16(udp + 4, static_cast<uint16_t>(udp_len));
   put16(udp + 6, 0);
 
-  // BTH
-  uint8_t* p = udp + kUdpHeaderLen;
-  put8(p, static_cast<uint8_t>(h.opcode));
-  put8(p + 1, static_cast<uint8_t>((h.se ? 0x80 : 0) | (h.migreq ? 0x40 : 0) | (pad << 4) | (h.tver & 0x0f)));
-  put16(p + 2, h.pkey);
-  put8(p + 4, 0);  // resv8a
-  put24(p + 5, h.dest_qp & kQpnMask);
-  put8(p + 8, h.ackreq ? 0x80 : 0);
-  put24(p + 9, h.psn & kPsnMask);
-  p += kBthLen;
-
-  // Extension headers, in IBTA order
-  if (flags & opflag::kReth) {
-    put64(p, h.reth.va);
-    put32(p + 8, h.reth.rkey);
-    put32(p + 12, h.reth.dma_len);
-    p += kRethLen;
-  }
-  if (flags & opflag::kAtomicEth) {
-    put64(p, h.atomic_eth.va);
-    put32(p + 8, h.atomic_eth.rkey);
-    put64(p + 12, h.atomic_eth.swap_add);
-    put64(p + 20, h.atomic_eth.compare);
-    p += kAtomicEthLen;
-  }
-  if (flags & opflag::kImm) {
-    std::memcpy(p, &h.imm_data, 4);  // already network order
-    p += kImmDtLen;
-  }
-  if (flags & opflag::kIeth) {
-    put32(p, h.ieth_rkey);
-    p += kIethLen;
-  }
-  if (flags & opflag::kAeth) {
-    put8(p, h.aeth.syndrome);
-    put24(p + 1, h.aeth.msn & kMsnMask);
-    p += kAethLen;
-  }
-  if (flags & opflag::kAtomicAckEth) {
-    put64(p, h.atomic_ack_eth.orig_data);
-    p += kAtomicAckEthLen;
-  }
+  // BTH, then the extension headers
+  put_ext_headers(h, flags, put_bth(h, pad, udp + kUdpHeaderLen));
 
   // ICRC (masks the UDP checksum, so it can be computed before it)
   put32_le(out + total - kIcrcLen, icrc_of(out, l3, h.ipv6, total - kIcrcLen));
@@ -453,72 +465,54 @@ uint32_t stored_icrc(const uint8_t* frame, size_t frame_len) {
 
 // ------------------------------------------------------------------ parse
 
-ParseError parse_frame(const uint8_t* frame, size_t len, ParsedFrame& out, bool check_icrc) {
-  out.payload = nullptr;
-  out.payload_len = 0;
-  out.frame_len = 0;
-  out.icrc = 0;
-  Headers& h = out.h;
-  if (frame == nullptr || len < kEthHeaderLen) return ParseError::Truncated;
+namespace {
 
-  std::memcpy(h.dst_mac, frame, 6);
-  std::memcpy(h.src_mac, frame + 6, 6);
-  const uint16_t etype = get16(frame + 12);
-  const size_t l3 = kEthHeaderLen;
+/** The IPv4 header at @p l3; sets @p l4 (UDP offset) and @p ip_end (one past the datagram). */
+ParseError parse_ipv4(const uint8_t* frame, size_t len, size_t l3, Headers& h, size_t& l4, size_t& ip_end) {
   const uint8_t* ip = frame + l3;
-  size_t l4;      // offset of the UDP header
-  size_t ip_end;  // one past the IP datagram; trailing bytes are Ethernet padding or FCS
+  if (len < l3 + kIpv4HeaderLen) return ParseError::Truncated;
+  if ((ip[0] >> 4) != 4) return ParseError::BadIpVersion;
+  if ((ip[0] & 0x0f) != 5) return ParseError::BadIpHeaderLength;
+  const size_t tot = get16(ip + 2);
+  if (tot < kIpv4HeaderLen + kUdpHeaderLen) return ParseError::BadIpLength;
+  if (l3 + tot > len) return ParseError::Truncated;
+  if (get16(ip + 6) & 0x3fff) return ParseError::IpFragment;  // MF or a fragment offset
+  if (ip[9] != kIpProtoUdp) return ParseError::NotUdp;
+  if (csum_fold(csum_partial(ip, kIpv4HeaderLen, 0)) != 0xffff) return ParseError::BadIpChecksum;
+  h.ipv6 = false;
+  h.traffic_class = ip[1];
+  h.ttl = ip[8];
+  h.flow_label = 0;
+  h.ipv4_src = get32(ip + 12);
+  h.ipv4_dst = get32(ip + 16);
+  l4 = l3 + kIpv4HeaderLen;
+  ip_end = l3 + tot;
+  return ParseError::Ok;
+}
 
-  if (etype == kEtherTypeIpv4) {
-    if (len < l3 + kIpv4HeaderLen) return ParseError::Truncated;
-    if ((ip[0] >> 4) != 4) return ParseError::BadIpVersion;
-    if ((ip[0] & 0x0f) != 5) return ParseError::BadIpHeaderLength;
-    const size_t tot = get16(ip + 2);
-    if (tot < kIpv4HeaderLen + kUdpHeaderLen) return ParseError::BadIpLength;
-    if (l3 + tot > len) return ParseError::Truncated;
-    if (get16(ip + 6) & 0x3fff) return ParseError::IpFragment;  // MF or a fragment offset
-    if (ip[9] != kIpProtoUdp) return ParseError::NotUdp;
-    if (csum_fold(csum_partial(ip, kIpv4HeaderLen, 0)) != 0xffff) return ParseError::BadIpChecksum;
-    h.ipv6 = false;
-    h.traffic_class = ip[1];
-    h.ttl = ip[8];
-    h.flow_label = 0;
-    h.ipv4_src = get32(ip + 12);
-    h.ipv4_dst = get32(ip + 16);
-    l4 = l3 + kIpv4HeaderLen;
-    ip_end = l3 + tot;
-  } else if (etype == kEtherTypeIpv6) {
-    if (len < l3 + kIpv6HeaderLen) return ParseError::Truncated;
-    const uint32_t w0 = get32(ip);
-    if ((w0 >> 28) != 6) return ParseError::BadIpVersion;
-    if (ip[6] != kIpProtoUdp) return ParseError::NotUdp;
-    const size_t plen = get16(ip + 4);
-    if (plen < kUdpHeaderLen) return ParseError::BadIpLength;
-    if (l3 + kIpv6HeaderLen + plen > len) return ParseError::Truncated;
-    h.ipv6 = true;
-    h.traffic_class = static_cast<uint8_t>(w0 >> 20);
-    h.flow_label = w0 & 0xfffffu;
-    h.ttl = ip[7];
-    std::memcpy(h.ipv6_src, ip + 8, 16);
-    std::memcpy(h.ipv6_dst, ip + 24, 16);
-    l4 = l3 + kIpv6HeaderLen;
-    ip_end = l4 + plen;
-  } else {
-    return ParseError::BadEtherType;
-  }
+/** The IPv6 header at @p l3; as parse_ipv4. */
+ParseError parse_ipv6(const uint8_t* frame, size_t len, size_t l3, Headers& h, size_t& l4, size_t& ip_end) {
+  const uint8_t* ip = frame + l3;
+  if (len < l3 + kIpv6HeaderLen) return ParseError::Truncated;
+  const uint32_t w0 = get32(ip);
+  if ((w0 >> 28) != 6) return ParseError::BadIpVersion;
+  if (ip[6] != kIpProtoUdp) return ParseError::NotUdp;
+  const size_t plen = get16(ip + 4);
+  if (plen < kUdpHeaderLen) return ParseError::BadIpLength;
+  if (l3 + kIpv6HeaderLen + plen > len) return ParseError::Truncated;
+  h.ipv6 = true;
+  h.traffic_class = static_cast<uint8_t>(w0 >> 20);
+  h.flow_label = w0 & 0xfffffu;
+  h.ttl = ip[7];
+  std::memcpy(h.ipv6_src, ip + 8, 16);
+  std::memcpy(h.ipv6_dst, ip + 24, 16);
+  l4 = l3 + kIpv6HeaderLen;
+  ip_end = l4 + plen;
+  return ParseError::Ok;
+}
 
-  // UDP: the IP length check above guarantees its 8 bytes are in the buffer.
-  const uint8_t* udp = frame + l4;
-  if (get16(udp + 4) != ip_end - l4) return ParseError::BadUdpLength;
-  if (get16(udp + 2) != kRoceV2UdpPort) return ParseError::NotRoceV2Port;
-  h.udp_sport = get16(udp);
-  if (h.ipv6) h.ipv6_udp_checksum = get16(udp + 6) != 0;
-
-  // BTH
-  const size_t bth = l4 + kUdpHeaderLen;
-  const size_t ib_len = ip_end - bth;  // BTH through ICRC
-  if (ib_len < kBthLen + kIcrcLen) return ParseError::BadLength;
-  const uint8_t* b = frame + bth;
+/** The BTH fields at @p b (the caller checked that the BTH is in the buffer). */
+void get_bth(const uint8_t* b, Headers& h) {
   h.opcode = static_cast<BthOpcode>(b[0]);
   h.se = (b[1] & 0x80) != 0;
   h.migreq = (b[1] & 0x40) != 0;
@@ -528,21 +522,10 @@ ParseError parse_frame(const uint8_t* frame, size_t len, ParsedFrame& out, bool 
   h.dest_qp = get24(b + 5);
   h.ackreq = (b[8] & 0x80) != 0;
   h.psn = get24(b + 9);
-  if (h.tver != 0) return ParseError::BadBthVersion;
-  const uint16_t flags = opcode_flags(h.opcode);
-  if (!(flags & opflag::kValid)) return ParseError::UnknownOpcode;
+}
 
-  const size_t ext = ext_header_length(h.opcode);
-  if (ib_len < kBthLen + ext + kIcrcLen || (ib_len & 3) != 0) return ParseError::BadLength;
-  const size_t data_len = ib_len - kBthLen - ext - kIcrcLen;  // payload + pad
-  if (!(flags & opflag::kPayload)) {
-    if (h.pad != 0) return ParseError::BadPadCount;
-    if (data_len != 0) return ParseError::UnexpectedPayload;
-  } else if (h.pad > data_len) {
-    return ParseError::BadPadCount;
-  }
-
-  const uint8_t* p = b + kBthLen;
+/** The extension headers @p flags call for, at @p p; returns the byte after them. */
+const uint8_t* get_ext_headers(const uint8_t* p, uint16_t flags, Headers& h) {
   if (flags & opflag::kReth) {
     h.reth.va = get64(p);
     h.reth.rkey = get32(p + 8);
@@ -573,6 +556,62 @@ ParseError parse_frame(const uint8_t* frame, size_t len, ParsedFrame& out, bool 
     h.atomic_ack_eth.orig_data = get64(p);
     p += kAtomicAckEthLen;
   }
+  return p;
+}
+
+}  // namespace
+
+ParseError parse_frame(const uint8_t* frame, size_t len, ParsedFrame& out, bool check_icrc) {
+  out.payload = nullptr;
+  out.payload_len = 0;
+  out.frame_len = 0;
+  out.icrc = 0;
+  Headers& h = out.h;
+  if (frame == nullptr || len < kEthHeaderLen) return ParseError::Truncated;
+
+  std::memcpy(h.dst_mac, frame, 6);
+  std::memcpy(h.src_mac, frame + 6, 6);
+  const uint16_t etype = get16(frame + 12);
+  const size_t l3 = kEthHeaderLen;
+  size_t l4 = 0;      // offset of the UDP header
+  size_t ip_end = 0;  // one past the IP datagram; trailing bytes are Ethernet padding or FCS
+  ParseError e;
+  if (etype == kEtherTypeIpv4)
+    e = parse_ipv4(frame, len, l3, h, l4, ip_end);
+  else if (etype == kEtherTypeIpv6)
+    e = parse_ipv6(frame, len, l3, h, l4, ip_end);
+  else
+    e = ParseError::BadEtherType;
+  if (e != ParseError::Ok) return e;
+
+  // UDP: the IP length check above guarantees its 8 bytes are in the buffer.
+  const uint8_t* udp = frame + l4;
+  if (get16(udp + 4) != ip_end - l4) return ParseError::BadUdpLength;
+  if (get16(udp + 2) != kRoceV2UdpPort) return ParseError::NotRoceV2Port;
+  h.udp_sport = get16(udp);
+  if (h.ipv6) h.ipv6_udp_checksum = get16(udp + 6) != 0;
+
+  // BTH
+  const size_t bth = l4 + kUdpHeaderLen;
+  const size_t ib_len = ip_end - bth;  // BTH through ICRC
+  if (ib_len < kBthLen + kIcrcLen) return ParseError::BadLength;
+  const uint8_t* b = frame + bth;
+  get_bth(b, h);
+  if (h.tver != 0) return ParseError::BadBthVersion;
+  const uint16_t flags = opcode_flags(h.opcode);
+  if (!(flags & opflag::kValid)) return ParseError::UnknownOpcode;
+
+  const size_t ext = ext_header_length(h.opcode);
+  if (ib_len < kBthLen + ext + kIcrcLen || (ib_len & 3) != 0) return ParseError::BadLength;
+  const size_t data_len = ib_len - kBthLen - ext - kIcrcLen;  // payload + pad
+  if (!(flags & opflag::kPayload)) {
+    if (h.pad != 0) return ParseError::BadPadCount;
+    if (data_len != 0) return ParseError::UnexpectedPayload;
+  } else if (h.pad > data_len) {
+    return ParseError::BadPadCount;
+  }
+
+  const uint8_t* p = get_ext_headers(b + kBthLen, flags, h);
 
   out.payload_len = data_len - h.pad;
   out.payload = out.payload_len ? p : nullptr;

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file sinks_test.cpp
- * @brief The trace sinks on synthetic events, without a simulation: typed fields derived from
- *        the units' text, the Perfetto timeline (valid JSON, tracks, flows), the VCD writer
+ * @brief The trace sinks on synthetic events, without a simulation: the Perfetto timeline (valid JSON, tracks, flows), the VCD writer
  *        (declarations, strobes, busy lines), the step controller's commands, the hub.
  */
 #include <gtest/gtest.h>
@@ -32,10 +31,15 @@ namespace {
 
 using model::kTraceNone;
 using model::TraceEvent;
+using model::TraceFields;
 using model::TraceKind;
 using model::TraceUnit;
+using wire::BthOpcode;
 
-TraceEvent ev(uint64_t t_ns, uint32_t host, TraceUnit u, TraceKind k, uint32_t qpn, const std::string& text) {
+// The sinks read the typed fields only; the text is what a person reads (the units fill both
+// from the same values: tests/unit/trace_fields_test.cpp checks that on the model).
+TraceEvent ev(uint64_t t_ns, uint32_t host, TraceUnit u, TraceKind k, uint32_t qpn, const std::string& text,
+              const TraceFields& f = TraceFields()) {
   TraceEvent e;
   e.time_ps = t_ns * 1000;
   e.host = host;
@@ -43,74 +47,17 @@ TraceEvent ev(uint64_t t_ns, uint32_t host, TraceUnit u, TraceKind k, uint32_t q
   e.kind = k;
   e.qpn = qpn;
   e.text = text;
-  model::derive_trace_fields(e);
+  e.f = f;
   return e;
+}
+
+/** The fields the port gives a frame: BTH opcode, PSN, destination QP (and size when sent). */
+TraceFields pkt(BthOpcode op, uint32_t psn, uint32_t dqp, uint32_t wire_bytes = kTraceNone) {
+  return TraceFields().set_opcode(uint16_t(op)).set_psn(psn).set_peer_qpn(dqp).set_count(wire_bytes);
 }
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "hcasim_sinks_" + std::to_string(getpid()) + "_" + name;
-}
-
-// ------------------------------------------------------------------ typed fields from text
-
-TEST(TraceFields, DriverPosts) {
-  auto s = ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11,
-              "post_send: SEND len=256 -> SQ WQE 7 (2 WQEBB) signaled solicited");
-  EXPECT_EQ(s.f.wqe, 7u);
-  EXPECT_EQ(s.f.count, 2u);
-  EXPECT_EQ(s.f.flags, model::kTfSignaled | model::kTfSolicited);
-  auto u = ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: RDMA_WRITE len=64 -> SQ WQE 8 (1 WQEBB)");
-  EXPECT_EQ(u.f.flags, 0);
-  auto r = ev(0, 1, TraceUnit::Driver, TraceKind::Post, 0x11, "post_recv: 1 SGE(s) -> RQ WQE 3");
-  EXPECT_EQ(r.f.wqe, 3u);
-  EXPECT_EQ(r.f.flags, model::kTfRq);
-}
-
-TEST(TraceFields, FetchDecodeStartAck) {
-  auto f = ev(0, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11,
-              "SQ WQE 1 (1 WQEBB): RDMA_WRITE_WITH_IMM len=3000 sge=1 signaled, ready in 702.6 ns");
-  EXPECT_EQ(f.f.wqe, 1u);
-  EXPECT_EQ(f.f.count, 1u);
-  EXPECT_TRUE(f.f.flags & model::kTfSignaled);
-  auto uf = ev(0, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11,
-               "SQ WQE 2 (1 WQEBB): RDMA_WRITE len=64 sge=1 unsignaled, ready in 702.6 ns");
-  EXPECT_FALSE(uf.f.flags & model::kTfSignaled);
-  auto rq = ev(0, 1, TraceUnit::Responder, TraceKind::WqeFetch, 0x11, "RQ WQE 4: 1 SGE(s)");
-  EXPECT_EQ(rq.f.wqe, 4u);
-  EXPECT_TRUE(rq.f.flags & model::kTfRq);
-  auto d = ev(0, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11,
-              "WQE 1 RDMA_WRITE_WITH_IMM: 3 packet(s) at MTU 1024, PSN 1003..1005");
-  EXPECT_EQ(d.f.wqe, 1u);
-  EXPECT_EQ(d.f.count, 3u);
-  EXPECT_EQ(d.f.psn, 1003u);
-  EXPECT_EQ(d.f.psn_last, 1005u);
-  auto st = ev(0, 0, TraceUnit::Requester, TraceKind::PktTx, 0x11,
-               "WQE 1: start RDMA_WRITE_WITH_IMM to qp 0x12, first PSN 1003");
-  EXPECT_EQ(st.f.wqe, 1u);
-  EXPECT_EQ(st.f.peer_qpn, 0x12u);
-  EXPECT_EQ(st.f.psn, 1003u);
-  auto a = ev(0, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=1005 msn=2");
-  EXPECT_EQ(a.f.psn, 1005u);
-}
-
-TEST(TraceFields, PortPackets) {
-  auto t = ev(0, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
-              "TX SEND_LAST        psn=1002     dqp=0x000011 payload=452   SE AckReq (510 B on wire)");
-  EXPECT_EQ(t.f.opcode, uint16_t(wire::BthOpcode::SEND_LAST));
-  EXPECT_EQ(t.f.psn, 1002u);
-  EXPECT_EQ(t.f.peer_qpn, 0x11u);
-  EXPECT_EQ(t.f.count, 510u);
-  EXPECT_EQ(t.f.flags, model::kTfSe | model::kTfAckReq);
-  // "SEND" must not read as the SE bit.
-  auto r = ev(0, 1, TraceUnit::Port, TraceKind::PktRx, kTraceNone,
-              "RX SEND_FIRST       psn=1000     dqp=0x000011 payload=1024 ");
-  EXPECT_EQ(r.f.opcode, uint16_t(wire::BthOpcode::SEND_FIRST));
-  EXPECT_EQ(r.f.flags, 0);
-  EXPECT_EQ(r.f.count, kTraceNone);
-  auto ack = ev(0, 1, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
-                "TX ACK              psn=1002     dqp=0x000011 payload=0     AETH[ACK msn=1] (62 B on wire)");
-  EXPECT_EQ(ack.f.opcode, uint16_t(wire::BthOpcode::ACKNOWLEDGE));
-  EXPECT_EQ(ack.f.count, 62u);
 }
 
 // ------------------------------------------------------------------ a synthetic SEND, host 0 -> host 1
@@ -118,33 +65,38 @@ TEST(TraceFields, PortPackets) {
 std::vector<TraceEvent> one_send() {
   const uint32_t none = kTraceNone;
   std::vector<TraceEvent> v = {
-      ev(0, 1, TraceUnit::Driver, TraceKind::Post, 0x11, "post_recv: 1 SGE(s) -> RQ WQE 0"),
-      ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: SEND len=1500 -> SQ WQE 0 (1 WQEBB) signaled"),
-      ev(150, 0, TraceUnit::Doorbell, TraceKind::Doorbell, 0x11, "UAR+0x800 SQ doorbell: qpn=0x11 producer=1"),
-      ev(750, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11, "SQ WQE 0 (1 WQEBB): SEND len=1500 sge=1 signaled, ready in 1.0 ns"),
-      ev(752, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 SEND: 2 packet(s) at MTU 1024, PSN 100..101"),
-      ev(760, 0, TraceUnit::Requester, TraceKind::PktTx, 0x11, "WQE 0: start SEND to qp 0x11, first PSN 100"),
-      ev(800, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_FIRST       psn=100      dqp=0x000011 payload=1024  (1082 B on wire)"),
-      ev(889, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq (534 B on wire)"),
-      ev(900, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_FIRST       psn=100      dqp=0x000011 payload=1024 "),
-      ev(900, 1, TraceUnit::Responder, TraceKind::WqeFetch, 0x11, "RQ WQE 0: 1 SGE(s)"),
-      ev(950, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq"),
-      ev(960, 1, TraceUnit::Port, TraceKind::PktTx, none, "TX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1] (62 B on wire)"),
-      ev(1070, 0, TraceUnit::Port, TraceKind::PktRx, none, "RX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1]"),
-      ev(1070, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=101 msn=1"),
+      ev(0, 1, TraceUnit::Driver, TraceKind::Post, 0x11, "post_recv: 1 SGE(s) -> RQ WQE 0",
+         TraceFields().set_wqe(0).set_flag(model::kTfRq)),
+      ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: SEND len=1500 -> SQ WQE 0 (1 WQEBB) signaled",
+         TraceFields().set_wqe(0).set_count(1).set_flag(model::kTfSignaled)),
+      ev(150, 0, TraceUnit::Doorbell, TraceKind::Doorbell, 0x11, "UAR+0x800 SQ doorbell: qpn=0x11 producer=1",
+         TraceFields().set_index(1)),
+      ev(750, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11, "SQ WQE 0 (1 WQEBB): SEND len=1500 sge=1 signaled, ready in 1.0 ns",
+         TraceFields().set_wqe(0).set_count(1).set_flag(model::kTfSignaled)),
+      ev(752, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 SEND: 2 packet(s) at MTU 1024, PSN 100..101",
+         TraceFields().set_wqe(0).set_count(2).set_psn_range(100, 101)),
+      ev(760, 0, TraceUnit::Requester, TraceKind::PktTx, 0x11, "WQE 0: start SEND to qp 0x11, first PSN 100",
+         TraceFields().set_wqe(0).set_peer_qpn(0x11).set_psn(100)),
+      ev(800, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_FIRST       psn=100      dqp=0x000011 payload=1024  (1082 B on wire)",
+         pkt(BthOpcode::SEND_FIRST, 100, 0x11, 1082)),
+      ev(889, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq (534 B on wire)",
+         pkt(BthOpcode::SEND_LAST, 101, 0x11, 534).set_flag(model::kTfAckReq)),
+      ev(900, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_FIRST       psn=100      dqp=0x000011 payload=1024 ",
+         pkt(BthOpcode::SEND_FIRST, 100, 0x11)),
+      ev(900, 1, TraceUnit::Responder, TraceKind::WqeFetch, 0x11, "RQ WQE 0: 1 SGE(s)",
+         TraceFields().set_wqe(0).set_count(1).set_flag(model::kTfRq)),
+      ev(950, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq",
+         pkt(BthOpcode::SEND_LAST, 101, 0x11).set_flag(model::kTfAckReq)),
+      ev(960, 1, TraceUnit::Port, TraceKind::PktTx, none, "TX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1] (62 B on wire)",
+         pkt(BthOpcode::ACKNOWLEDGE, 101, 0x11, 62)),
+      ev(1070, 0, TraceUnit::Port, TraceKind::PktRx, none, "RX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1]",
+         pkt(BthOpcode::ACKNOWLEDGE, 101, 0x11)),
+      ev(1070, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=101 msn=1", TraceFields().set_psn(101)),
+      ev(1100, 1, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] RESP_SEND wqe=0 len=1500 status=0x00 owner=0",
+         TraceFields().set_queue(1).set_index(1).set_wqe(0).set_flag(model::kTfRq)),
+      ev(1200, 0, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] REQ wqe=0 len=1500 status=0x00 owner=0",
+         TraceFields().set_queue(1).set_index(1).set_wqe(0)),
   };
-  v[2].f.index = 1;  // the doorbell unit passes its producer as a typed field
-  TraceEvent rc = ev(1100, 1, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] RESP_SEND wqe=0 len=1500 status=0x00 owner=0");
-  rc.f.queue = 1;
-  rc.f.index = 1;
-  rc.f.wqe = 0;
-  rc.f.flags = model::kTfRq;
-  v.push_back(rc);
-  TraceEvent sc = ev(1200, 0, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] REQ wqe=0 len=1500 status=0x00 owner=0");
-  sc.f.queue = 1;
-  sc.f.index = 1;
-  sc.f.wqe = 0;
-  v.push_back(sc);
   return v;
 }
 
@@ -205,9 +157,11 @@ TEST(TraceTimeline, UnsignaledWqeEndsAtItsAck) {
   ASSERT_NE(f, nullptr);
   {
     TimelineSink sink(f, true, {"hcasim0", "hcasim1"});
-    sink.record(ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: RDMA_WRITE len=64 -> SQ WQE 0 (1 WQEBB)"));
-    sink.record(ev(1, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 RDMA_WRITE: 1 packet(s) at MTU 1024, PSN 5..5"));
-    sink.record(ev(9, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=5 msn=1"));
+    sink.record(ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: RDMA_WRITE len=64 -> SQ WQE 0 (1 WQEBB)",
+                   TraceFields().set_wqe(0).set_count(1)));
+    sink.record(ev(1, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 RDMA_WRITE: 1 packet(s) at MTU 1024, PSN 5..5",
+                   TraceFields().set_wqe(0).set_count(1).set_psn_range(5, 5)));
+    sink.record(ev(9, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=5 msn=1", TraceFields().set_psn(5)));
   }
   minijson::Value doc;
   std::string err;
@@ -229,9 +183,11 @@ TEST(TraceVcd, DeclarationsStrobesAndBusyLines) {
     for (auto& e : one_send()) sink.record(e);
     // A second frame starting exactly when the first ends keeps tx_busy high.
     sink.record(ev(2000, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
-                   "TX WRITE_ONLY       psn=102      dqp=0x000011 payload=8     (100 B on wire)"));
+                   "TX WRITE_ONLY       psn=102      dqp=0x000011 payload=8     (100 B on wire)",
+                   pkt(BthOpcode::RDMA_WRITE_ONLY, 102, 0x11, 100)));
     sink.record(ev(2008, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone,
-                   "TX WRITE_ONLY       psn=103      dqp=0x000011 payload=8     (100 B on wire)"));
+                   "TX WRITE_ONLY       psn=103      dqp=0x000011 payload=8     (100 B on wire)",
+                   pkt(BthOpcode::RDMA_WRITE_ONLY, 103, 0x11, 100)));
     sink.finish();
   }
   tracetest::Vcd v;

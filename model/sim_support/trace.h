@@ -29,7 +29,7 @@ struct TraceEvent {
   uint32_t host = 0;     ///< host index in the world
   TraceUnit unit = TraceUnit::Driver;
   TraceKind kind = TraceKind::Note;
-  uint32_t qpn = 0xffffffff;  ///< 0xffffffff: not QP-specific
+  uint32_t qpn = kTraceNone;  ///< kTraceNone: not QP-specific
   uint64_t wr_id = 0;
   bool has_wr_id = false;
   TraceFields f;     ///< typed facts (see TraceFields)
