@@ -3,24 +3,11 @@
 
 #include <infiniband/verbs.h>  // attribute-mask bit values only (hw::QpAttrMask equals them)
 
-#include <cstring>
-
 namespace hcasim::model {
 
 CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq, hw::HcaCaps caps,
                          std::function<void(QpContext&, hw::QpState)> on_state)
     : tracer_(tracer), qpc_(qpc), mrs_(mrs), cq_(cq), eq_(eq), caps_(caps), on_state_(std::move(on_state)) {}
-
-template <typename T>
-static T in_as(const hw::CmdMailbox& mb) {
-  T v;
-  std::memcpy(&v, mb.in, sizeof v);
-  return v;
-}
-template <typename T>
-static void out_as(hw::CmdMailbox& mb, const T& v) {
-  std::memcpy(mb.out, &v, sizeof v);
-}
 
 static const char* state_name(hw::QpState s) {
   static const char* const n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
@@ -67,7 +54,7 @@ hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc
 }
 
 hw::CmdStatus CommandUnit::create_mkey(hw::CmdMailbox& mb) {
-  auto m = in_as<hw::MkeyCtx>(mb);
+  auto m = hw::cmd_in<hw::MkeyCtx>(mb);
   if (!pds_.count(m.pdn)) return hw::CmdStatus::BadResource;
   // Key = index << 8 | variant byte, as mlx5 mkeys are, so stale keys stay invalid.
   m.key = (next_mkey_++ << 8) | mkey_tag_;
@@ -78,7 +65,7 @@ hw::CmdStatus CommandUnit::create_mkey(hw::CmdMailbox& mb) {
 }
 
 hw::CmdStatus CommandUnit::create_eq(hw::CmdMailbox& mb) {
-  auto e = in_as<hw::Eqc>(mb);
+  auto e = hw::cmd_in<hw::Eqc>(mb);
   e.eqn = next_eqn_++;
   if (!eq_.create(e)) return hw::CmdStatus::BadResource;
   mb.arg0 = e.eqn;
@@ -86,7 +73,7 @@ hw::CmdStatus CommandUnit::create_eq(hw::CmdMailbox& mb) {
 }
 
 hw::CmdStatus CommandUnit::create_cq(hw::CmdMailbox& mb) {
-  auto cq = in_as<hw::Cqc>(mb);
+  auto cq = hw::cmd_in<hw::Cqc>(mb);
   if (!eq_.exists(cq.eqn)) return hw::CmdStatus::BadResource;
   cq.cqn = next_cqn_++;
   if (!cq_.create(cq)) return hw::CmdStatus::BadResource;
@@ -95,7 +82,7 @@ hw::CmdStatus CommandUnit::create_cq(hw::CmdMailbox& mb) {
 }
 
 hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
-  auto q = in_as<hw::Qpc>(mb);
+  auto q = hw::cmd_in<hw::Qpc>(mb);
   if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn)) return hw::CmdStatus::BadResource;
   q.qpn = next_qpn_++;
   q.state = uint8_t(hw::QpState::Reset);
@@ -112,7 +99,7 @@ hw::CmdStatus CommandUnit::query_qp(hw::CmdMailbox& mb) {
   hw::Qpc q = qp->qpc;
   q.sq_psn = qp->next_psn;
   q.rq_psn = qp->epsn;
-  out_as(mb, q);
+  hw::set_cmd_out(mb, q);
   return hw::CmdStatus::Ok;
 }
 
@@ -122,7 +109,7 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
   hw::CmdStatus s = hw::CmdStatus::Ok;
   switch (hw::CmdOpcode(mb.opcode)) {
     case hw::CmdOpcode::QueryHcaCap:
-      out_as(mb, caps_);
+      hw::set_cmd_out(mb, caps_);
       break;
     case hw::CmdOpcode::AllocPd:
       mb.arg0 = next_pdn_++;
@@ -138,7 +125,7 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
     case hw::CmdOpcode::CreateQp: s = create_qp(mb); break;
     case hw::CmdOpcode::ModifyQp: {
       QpContext* qp = qpc_.find(mb.arg0);
-      s = qp ? modify_qp(*qp, mb.arg1, in_as<hw::Qpc>(mb)) : hw::CmdStatus::BadResource;
+      s = qp ? modify_qp(*qp, mb.arg1, hw::cmd_in<hw::Qpc>(mb)) : hw::CmdStatus::BadResource;
       break;
     }
     case hw::CmdOpcode::QueryQp: s = query_qp(mb); break;
