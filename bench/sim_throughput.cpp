@@ -27,7 +27,6 @@ using bench::open_side;
 using bench::Side;
 using bench::wall_now;
 
-
 struct Result {
   double wall_s, sim_s, ops_per_wall_s, sim_gbps;
 };
@@ -111,8 +110,8 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     if (only_size && c.size != only_size) continue;
     Result r = run_writes(a, b, c.size, c.ops, c.window, c.signal_every);
-    std::printf("%-34s %12llu %10.3f %14.0f %12.2f\n", c.name, static_cast<unsigned long long>(c.ops), r.wall_s,
-                r.ops_per_wall_s, r.sim_gbps);
+    std::printf("%-34s %12llu %10.3f %14.0f %12.2f\n", c.name, static_cast<unsigned long long>(c.ops),
+                r.wall_s, r.ops_per_wall_s, r.sim_gbps);
   }
   if (kernel) {
     const double k = kernel_wakeups_per_s(5'000'000);

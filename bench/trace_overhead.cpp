@@ -33,17 +33,16 @@ using bench::open_side;
 using bench::Side;
 using bench::wall_now;
 
-
 double cpu_now() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 struct Rate {
   double cpu = -1, wall = -1;
 };
-
 
 // The workload of sim_throughput: `window` WRITEs in flight, linked batches of 16, 1 in 16 signaled.
 Rate writes_per_s(Side& a, Side& b, uint32_t size, uint64_t ops) {
@@ -148,20 +147,25 @@ int main(int argc, char** argv) {
   const std::vector<Config> configs = {
       {"off", {}},
       {"--trace FILE", {{"HCASIM_TRACE", "@trace.txt"}}},
-      {"--trace FILE --trace-filter kind=cqe.write", {{"HCASIM_TRACE", "@trace.txt"}, {"HCASIM_TRACE_FILTER", "kind=cqe.write"}}},
+      {"--trace FILE --trace-filter kind=cqe.write",
+       {{"HCASIM_TRACE", "@trace.txt"}, {"HCASIM_TRACE_FILTER", "kind=cqe.write"}}},
       {"--timeline FILE", {{"HCASIM_TIMELINE", "@timeline.json"}}},
       {"--vcd FILE", {{"HCASIM_VCD", "@signals.vcd"}}},
       {"--pcap FILE", {{"HCASIM_PCAP", "@wire.pcap"}}},
       {"--stats-json FILE", {{"HCASIM_STATS_JSON", "@stats.json"}}},
-      {"all of them", {{"HCASIM_TRACE", "@trace.txt"}, {"HCASIM_TIMELINE", "@timeline.json"},
-                       {"HCASIM_VCD", "@signals.vcd"}, {"HCASIM_PCAP", "@wire.pcap"},
-                       {"HCASIM_STATS_JSON", "@stats.json"}}},
+      {"all of them",
+       {{"HCASIM_TRACE", "@trace.txt"},
+        {"HCASIM_TIMELINE", "@timeline.json"},
+        {"HCASIM_VCD", "@signals.vcd"},
+        {"HCASIM_PCAP", "@wire.pcap"},
+        {"HCASIM_STATS_JSON", "@stats.json"}}},
       {"off (again: the run-to-run noise)", {}},
   };
-  std::printf("hcasim trace output cost: %llu RDMA WRITEs of %u B (128 in flight, 1 in 16 signaled), best of %d\n",
-              static_cast<unsigned long long>(ops), size, repeat);
-  std::printf("%-44s %13s %8s %14s %8s %11s\n", "outputs", "WRITEs/CPU-s", "vs off", "WRITEs/wall-s", "vs off",
-              "MB written");
+  std::printf(
+      "hcasim trace output cost: %llu RDMA WRITEs of %u B (128 in flight, 1 in 16 signaled), best of %d\n",
+      static_cast<unsigned long long>(ops), size, repeat);
+  std::printf("%-44s %13s %8s %14s %8s %11s\n", "outputs", "WRITEs/CPU-s", "vs off", "WRITEs/wall-s",
+              "vs off", "MB written");
   Rate off;
   for (const Config& c : configs) {
     Rate best;

@@ -8,8 +8,8 @@
 
 #include <infiniband/verbs.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,7 +60,8 @@ inline void connect(Side& s, const Side& peer) {
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
+  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    die("INIT");
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_4096;
@@ -71,8 +72,9 @@ inline void connect(Side& s, const Side& peer) {
   a.ah_attr.grh.dgid = peer.gid;
   a.ah_attr.grh.sgid_index = 1;
   a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+  if (ibv_modify_qp(s.qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     die("RTR");
   a = {};
   a.qp_state = IBV_QPS_RTS;
@@ -80,8 +82,9 @@ inline void connect(Side& s, const Side& peer) {
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
-  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+  if (ibv_modify_qp(s.qp, &a,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                        IBV_QP_MAX_QP_RD_ATOMIC))
     die("RTS");
 }
 
@@ -90,7 +93,8 @@ inline void connect(Side& s, const Side& peer) {
  * posted in linked batches of 16, every @p signal_every-th signaled (a signaled CQE retires
  * every WR before it). Exits on any error; callers time it.
  */
-inline void write_window(Side& a, Side& b, uint32_t size, uint64_t ops, uint32_t window, uint32_t signal_every) {
+inline void write_window(Side& a, Side& b, uint32_t size, uint64_t ops, uint32_t window,
+                         uint32_t signal_every) {
   uint64_t posted = 0, done = 0;
   ibv_sge sge[16];
   ibv_send_wr wr[16];

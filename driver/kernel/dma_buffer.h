@@ -32,8 +32,8 @@ class IovaSpace {
 
  private:
   std::mutex mu_;
-  uint64_t next_scatter_ = 0x10000000ull;    // queue pages and tables
-  uint64_t next_linear_ = 0x100000000000ull; // MRs
+  uint64_t next_scatter_ = 0x10000000ull;     // queue pages and tables
+  uint64_t next_linear_ = 0x100000000000ull;  // MRs
 };
 
 /** @brief A buffer table built in host memory; owns its table pages and their IOVAs. */

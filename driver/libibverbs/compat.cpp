@@ -26,41 +26,41 @@
 namespace {
 
 int unsupported() {
-    errno = EOPNOTSUPP;
-    return -1;
+  errno = EOPNOTSUPP;
+  return -1;
 }
 
 void* unsupported_ptr() {
-    errno = EOPNOTSUPP;
-    return nullptr;
+  errno = EOPNOTSUPP;
+  return nullptr;
 }
 
 int unsupported_errno() {
-    errno = EOPNOTSUPP;
-    return EOPNOTSUPP;
+  errno = EOPNOTSUPP;
+  return EOPNOTSUPP;
 }
 
 }  // namespace
 
 // A non-default versioned export: the C++ name is local (version script), the alias is exported.
-#define HCASIM_COMPAT_1_0(ret, name)                                                        \
-    extern "C" HCASIM_EXPORT __attribute__((symver(#name "@IBVERBS_1.0"))) ret hcasim_compat_1_0_##name
+#define HCASIM_COMPAT_1_0(ret, name) \
+  extern "C" HCASIM_EXPORT __attribute__((symver(#name "@IBVERBS_1.0"))) ret hcasim_compat_1_0_##name
 
 // ---------------------------------------------------------------------------------------------
 // IBVERBS_1.0 compat ABI
 // ---------------------------------------------------------------------------------------------
 
 HCASIM_COMPAT_1_0(void*, ibv_get_device_list)(int* num_devices) {
-    if (num_devices) *num_devices = 0;
-    return unsupported_ptr();
+  if (num_devices) *num_devices = 0;
+  return unsupported_ptr();
 }
 HCASIM_COMPAT_1_0(void, ibv_free_device_list)(void*) {}
 HCASIM_COMPAT_1_0(const char*, ibv_get_device_name)(void*) {
-    return static_cast<const char*>(unsupported_ptr());
+  return static_cast<const char*>(unsupported_ptr());
 }
 HCASIM_COMPAT_1_0(uint64_t, ibv_get_device_guid)(void*) {
-    errno = EOPNOTSUPP;
-    return 0;
+  errno = EOPNOTSUPP;
+  return 0;
 }
 HCASIM_COMPAT_1_0(void*, ibv_open_device)(void*) { return unsupported_ptr(); }
 HCASIM_COMPAT_1_0(int, ibv_close_device)(void*) { return unsupported(); }
@@ -111,23 +111,19 @@ HCASIM_EXPORT void verbs_register_driver_34(const void* ops) {}
 HCASIM_EXPORT void __verbs_log(void* ctx, uint32_t level, const char* fmt, ...) {}
 
 HCASIM_EXPORT void* _verbs_init_and_alloc_context(void*, int, size_t, void*, uint32_t) {
-    return unsupported_ptr();
+  return unsupported_ptr();
 }
 HCASIM_EXPORT void* verbs_open_device(void*, void*) { return unsupported_ptr(); }
 HCASIM_EXPORT void verbs_uninit_context(void*) {}
 HCASIM_EXPORT void verbs_set_ops(void*, const void*) {}
 HCASIM_EXPORT void verbs_init_cq(void*, void*, void*, void*) {}
-HCASIM_EXPORT int ibv_read_ibdev_sysfs_file(char*, size_t, void*, const char*, ...) {
-    return unsupported();
-}
-HCASIM_EXPORT unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, void*) {
-    return num_attrs;
-}
+HCASIM_EXPORT int ibv_read_ibdev_sysfs_file(char*, size_t, void*, const char*, ...) { return unsupported(); }
+HCASIM_EXPORT unsigned int __ioctl_final_num_attrs(unsigned int num_attrs, void*) { return num_attrs; }
 HCASIM_EXPORT int execute_ioctl(void*, void*) { return unsupported_errno(); }
 
 // The ibv_cmd_* kernel-command helpers all return 0 or an errno value.
 #define HCASIM_CMD_STUB(name) \
-    HCASIM_EXPORT int name() { return unsupported_errno(); }
+  HCASIM_EXPORT int name() { return unsupported_errno(); }
 
 HCASIM_CMD_STUB(ibv_cmd_advise_mr)
 HCASIM_CMD_STUB(ibv_cmd_alloc_dm)

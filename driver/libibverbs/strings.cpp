@@ -21,8 +21,8 @@ constexpr const char* kUnknown = "unknown";
 /// Entry @p value of a table indexed by enum value, or "unknown".
 template <std::size_t N>
 const char* lookup(const char* const (&table)[N], long value) {
-    if (value < 0 || static_cast<std::size_t>(value) >= N || !table[value]) return kUnknown;
-    return table[value];
+  if (value < 0 || static_cast<std::size_t>(value) >= N || !table[value]) return kUnknown;
+  return table[value];
 }
 
 constexpr const char* kWcStatus[] = {
@@ -102,30 +102,26 @@ static_assert(std::size(kEventType) == IBV_EVENT_WQ_FATAL + 1, "event type table
 /// One static rate: its enum, its multiple of 2.5 Gb/s (-1 where the speed is not an integer
 /// multiple the library reports), and its data rate in Mb/s.
 struct RateInfo {
-    ibv_rate rate;
-    int mult;
-    int mbps;
+  ibv_rate rate;
+  int mult;
+  int mbps;
 };
 
 constexpr RateInfo kRates[] = {
-    {IBV_RATE_2_5_GBPS, 1, 2500},      {IBV_RATE_5_GBPS, 2, 5000},
-    {IBV_RATE_10_GBPS, 4, 10000},      {IBV_RATE_20_GBPS, 8, 20000},
-    {IBV_RATE_30_GBPS, 12, 30000},     {IBV_RATE_40_GBPS, 16, 40000},
-    {IBV_RATE_60_GBPS, 24, 60000},     {IBV_RATE_80_GBPS, 32, 80000},
-    {IBV_RATE_120_GBPS, 48, 120000},   {IBV_RATE_14_GBPS, -1, 14062},
-    {IBV_RATE_56_GBPS, -1, 56250},     {IBV_RATE_112_GBPS, -1, 112500},
-    {IBV_RATE_168_GBPS, -1, 168750},   {IBV_RATE_25_GBPS, -1, 25781},
-    {IBV_RATE_100_GBPS, -1, 103125},   {IBV_RATE_200_GBPS, -1, 206250},
-    {IBV_RATE_300_GBPS, -1, 309375},   {IBV_RATE_28_GBPS, 11, 28125},
-    {IBV_RATE_50_GBPS, 20, 53125},     {IBV_RATE_400_GBPS, 160, 425000},
-    {IBV_RATE_600_GBPS, 240, 637500},  {IBV_RATE_800_GBPS, 320, 850000},
-    {IBV_RATE_1200_GBPS, 480, 1275000},
+    {IBV_RATE_2_5_GBPS, 1, 2500},     {IBV_RATE_5_GBPS, 2, 5000},         {IBV_RATE_10_GBPS, 4, 10000},
+    {IBV_RATE_20_GBPS, 8, 20000},     {IBV_RATE_30_GBPS, 12, 30000},      {IBV_RATE_40_GBPS, 16, 40000},
+    {IBV_RATE_60_GBPS, 24, 60000},    {IBV_RATE_80_GBPS, 32, 80000},      {IBV_RATE_120_GBPS, 48, 120000},
+    {IBV_RATE_14_GBPS, -1, 14062},    {IBV_RATE_56_GBPS, -1, 56250},      {IBV_RATE_112_GBPS, -1, 112500},
+    {IBV_RATE_168_GBPS, -1, 168750},  {IBV_RATE_25_GBPS, -1, 25781},      {IBV_RATE_100_GBPS, -1, 103125},
+    {IBV_RATE_200_GBPS, -1, 206250},  {IBV_RATE_300_GBPS, -1, 309375},    {IBV_RATE_28_GBPS, 11, 28125},
+    {IBV_RATE_50_GBPS, 20, 53125},    {IBV_RATE_400_GBPS, 160, 425000},   {IBV_RATE_600_GBPS, 240, 637500},
+    {IBV_RATE_800_GBPS, 320, 850000}, {IBV_RATE_1200_GBPS, 480, 1275000},
 };
 
 const RateInfo* find_rate(ibv_rate rate) {
-    for (const RateInfo& r : kRates)
-        if (r.rate == rate) return &r;
-    return nullptr;
+  for (const RateInfo& r : kRates)
+    if (r.rate == rate) return &r;
+  return nullptr;
 }
 
 }  // namespace
@@ -133,43 +129,43 @@ const RateInfo* find_rate(ibv_rate rate) {
 extern "C" {
 
 HCASIM_EXPORT const char* ibv_wc_status_str(enum ibv_wc_status status) {
-    return lookup(kWcStatus, static_cast<long>(status));
+  return lookup(kWcStatus, static_cast<long>(status));
 }
 
 HCASIM_EXPORT const char* ibv_node_type_str(enum ibv_node_type node_type) {
-    return lookup(kNodeType, static_cast<long>(node_type));
+  return lookup(kNodeType, static_cast<long>(node_type));
 }
 
 HCASIM_EXPORT const char* ibv_port_state_str(enum ibv_port_state port_state) {
-    return lookup(kPortState, static_cast<long>(port_state));
+  return lookup(kPortState, static_cast<long>(port_state));
 }
 
 HCASIM_EXPORT const char* ibv_event_type_str(enum ibv_event_type event) {
-    return lookup(kEventType, static_cast<long>(event));
+  return lookup(kEventType, static_cast<long>(event));
 }
 
 HCASIM_EXPORT int ibv_rate_to_mult(enum ibv_rate rate) {
-    const RateInfo* r = find_rate(rate);
-    return r ? r->mult : -1;
+  const RateInfo* r = find_rate(rate);
+  return r ? r->mult : -1;
 }
 
 HCASIM_EXPORT enum ibv_rate mult_to_ibv_rate(int mult) {
-    if (mult <= 0) return IBV_RATE_MAX;
-    for (const RateInfo& r : kRates)
-        if (r.mult == mult) return r.rate;
-    return IBV_RATE_MAX;
+  if (mult <= 0) return IBV_RATE_MAX;
+  for (const RateInfo& r : kRates)
+    if (r.mult == mult) return r.rate;
+  return IBV_RATE_MAX;
 }
 
 HCASIM_EXPORT int ibv_rate_to_mbps(enum ibv_rate rate) {
-    const RateInfo* r = find_rate(rate);
-    return r ? r->mbps : -1;
+  const RateInfo* r = find_rate(rate);
+  return r ? r->mbps : -1;
 }
 
 HCASIM_EXPORT enum ibv_rate mbps_to_ibv_rate(int mbps) {
-    if (mbps <= 0) return IBV_RATE_MAX;
-    for (const RateInfo& r : kRates)
-        if (r.mbps == mbps) return r.rate;
-    return IBV_RATE_MAX;
+  if (mbps <= 0) return IBV_RATE_MAX;
+  for (const RateInfo& r : kRates)
+    if (r.mbps == mbps) return r.rate;
+  return IBV_RATE_MAX;
 }
 
 }  // extern "C"

@@ -75,7 +75,8 @@ void CqEvents::completion_event() {
   ch->pending.push_back(cq);
   cq->events_delivered++;
   uint64_t one = 1;
-  if (write(ch->ch.fd, &one, sizeof one) < 0) { /* eventfd cannot overflow here */ }
+  if (write(ch->ch.fd, &one, sizeof one) < 0) { /* eventfd cannot overflow here */
+  }
 }
 
 void CqEvents::async_event(hw::EqeType type) {
@@ -111,8 +112,7 @@ ibv_cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chan
     errno = ENOMEM;
     return nullptr;
   }
-  for (uint32_t i = 0; i < (1u << log); ++i)
-    hw::cqe_init(q->ring->data() + uint64_t(i) * hw::kCqeSize);
+  for (uint32_t i = 0; i < (1u << log); ++i) hw::cqe_init(q->ring->data() + uint64_t(i) * hw::kCqeSize);
   hw::Cqc cqc{};
   cqc.eqn = k.comp_eqn();
   cqc.log_size = uint8_t(log);
@@ -165,7 +165,8 @@ int destroy_cq(ibv_cq* cq) {
       }
       it = q->channel->pending.erase(it);
       uint64_t one;
-      if (read(q->channel->ch.fd, &one, sizeof one) < 0) { /* count and queue move together */ }
+      if (read(q->channel->ch.fd, &one, sizeof one) < 0) { /* count and queue move together */
+      }
     }
     q->channel->users--;
   }

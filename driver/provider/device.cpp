@@ -180,9 +180,9 @@ int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
   a->sm_lid = 0;
   a->lmc = 0;
   a->max_vl_num = 1;
-  a->active_width = 2;   // 4x
+  a->active_width = 2;                               // 4x
   a->active_speed = cp.link_gbps >= 100 ? 128 : 32;  // 100G: HDR-like 4x25; 25G: EDR lane
-  a->phys_state = 5;     // LinkUp
+  a->phys_state = 5;                                 // LinkUp
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
   return 0;
 }
@@ -240,7 +240,8 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
                          IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
   // ibv_reg_mr(3): remote write or atomic access requires local write.
   if ((access & ~known) ||
-      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+       !(access & IBV_ACCESS_LOCAL_WRITE)) ||
       (!addr && length)) {
     errno = EINVAL;
     return nullptr;
@@ -315,7 +316,8 @@ int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
         SimCq* s = c->pending.front();
         c->pending.pop_front();
         uint64_t one;
-        if (read(channel->fd, &one, sizeof one) < 0) { /* count and queue move together */ }
+        if (read(channel->fd, &one, sizeof one) < 0) { /* count and queue move together */
+        }
         *cq = &s->cq;
         *cq_context = s->cq.cq_context;  // read now: programs set it after ibv_create_cq
         s->arm_sn++;
@@ -335,7 +337,8 @@ void push_async_event(SimContext* ctx, const ibv_async_event& ev) {
   std::lock_guard<std::mutex> g(ctx->async_mu);
   ctx->async_q.push_back(ev);
   uint64_t one = 1;
-  if (write(ctx->async_efd, &one, sizeof one) < 0) { /* eventfd cannot overflow here */ }
+  if (write(ctx->async_efd, &one, sizeof one) < 0) { /* eventfd cannot overflow here */
+  }
 }
 
 int get_async_event(ibv_context* context, ibv_async_event* event) {
@@ -347,7 +350,8 @@ int get_async_event(ibv_context* context, ibv_async_event* event) {
         *event = c->async_q.front();
         c->async_q.pop_front();
         uint64_t one;
-        if (read(c->async_efd, &one, sizeof one) < 0) { /* count and queue move together */ }
+        if (read(c->async_efd, &one, sizeof one) < 0) { /* count and queue move together */
+        }
         return 0;
       }
     }

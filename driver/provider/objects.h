@@ -110,9 +110,7 @@ struct SimQp {
   QpEvents events;
 };
 
-inline SimContext* sim(ibv_context* c) {
-  return reinterpret_cast<SimContext*>(verbs_get_ctx(c));
-}
+inline SimContext* sim(ibv_context* c) { return reinterpret_cast<SimContext*>(verbs_get_ctx(c)); }
 inline SimPd* sim(ibv_pd* p) { return reinterpret_cast<SimPd*>(p); }
 inline SimMr* sim(ibv_mr* m) { return reinterpret_cast<SimMr*>(m); }
 inline SimCq* sim(ibv_cq* c) { return reinterpret_cast<SimCq*>(c); }

@@ -56,9 +56,10 @@ Transition rc_transition(ibv_qp_state cur, ibv_qp_state next) {
       break;
     case IBV_QPS_RTR:
       if (next == IBV_QPS_RTS)
-        return {true,
-                IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
-                IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | kPath};
+        return {
+            true,
+            IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+            IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | kPath};
       break;
     case IBV_QPS_RTS:
       if (next == IBV_QPS_RTS)
@@ -75,10 +76,10 @@ Transition rc_transition(ibv_qp_state cur, ibv_qp_state next) {
                     IBV_QP_MIN_RNR_TIMER | kPath};
       break;
     case IBV_QPS_SQE:
-      if (next == IBV_QPS_RTS) return {true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER};
+      if (next == IBV_QPS_RTS)
+        return {true, 0, IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER};
       break;
-    default:
-      break;
+    default: break;
   }
   return {false, 0, 0};
 }
@@ -87,8 +88,7 @@ Transition rc_transition(ibv_qp_state cur, ibv_qp_state next) {
 bool attr_values_valid(const ibv_qp_attr& a, int mask, const hw::HcaCaps& caps) {
   if ((mask & IBV_QP_PORT) && a.port_num != 1) return false;
   if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return false;
-  if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096))
-    return false;
+  if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096)) return false;
   if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return false;
   if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return false;
   if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return false;
@@ -97,7 +97,7 @@ bool attr_values_valid(const ibv_qp_attr& a, int mask, const hw::HcaCaps& caps) 
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > caps.max_qp_rd_atom) return false;
   if ((mask & IBV_QP_ACCESS_FLAGS) &&
       (a.qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                 IBV_ACCESS_REMOTE_ATOMIC)))
+                             IBV_ACCESS_REMOTE_ATOMIC)))
     return false;
   if (mask & IBV_QP_AV) {
     // RoCE: addresses are GIDs; a GRH is mandatory and the source GID must exist.
@@ -147,7 +147,9 @@ void size_queues(const hw::HcaCaps& caps, ibv_qp_cap& cap, SimQp& q) {
   cap.max_send_wr = (1u << q.sq_log) / bbs;
   cap.max_recv_wr = 1u << q.rq_log;
   cap.max_recv_sge = (1u << q.rq_stride_log) / sizeof(hw::DataSeg);
-  cap.max_inline_data = std::min<uint32_t>(caps.max_inline_data, bbs * hw::kWqeBasicBlock - 3 * hw::kSegmentSize - uint32_t(sizeof(hw::InlineSeg)));
+  cap.max_inline_data =
+      std::min<uint32_t>(caps.max_inline_data,
+                         bbs * hw::kWqeBasicBlock - 3 * hw::kSegmentSize - uint32_t(sizeof(hw::InlineSeg)));
   q.cap = cap;
 }
 
@@ -407,7 +409,8 @@ uint32_t build_remote_segments(const ibv_send_wr& wr, const SendPlan& p, uint8_t
     hw::set_raddr_seg(*reinterpret_cast<hw::RaddrSeg*>(hw::wqe_segment(wqe, seg++)), wr.wr.atomic.remote_addr,
                       wr.wr.atomic.rkey);
     hw::set_atomic_seg(*reinterpret_cast<hw::AtomicSeg*>(hw::wqe_segment(wqe, seg++)),
-                       cas ? wr.wr.atomic.swap : wr.wr.atomic.compare_add, cas ? wr.wr.atomic.compare_add : 0);
+                       cas ? wr.wr.atomic.swap : wr.wr.atomic.compare_add,
+                       cas ? wr.wr.atomic.compare_add : 0);
   } else if (p.op != hw::WqeOpcode::Send && p.op != hw::WqeOpcode::SendImm) {
     hw::set_raddr_seg(*reinterpret_cast<hw::RaddrSeg*>(hw::wqe_segment(wqe, seg++)), wr.wr.rdma.remote_addr,
                       wr.wr.rdma.rkey);
@@ -473,7 +476,8 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr) {
   if (used + nbb > (1u << q.sq_log)) return ENOMEM;  // send queue full
   const uint8_t flags = ctrl_flags_for(q, wr);
   const bool imm = p.op == hw::WqeOpcode::SendImm || p.op == hw::WqeOpcode::RdmaWriteImm;
-  hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags, imm ? wr.imm_data : 0);
+  hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags,
+                   imm ? wr.imm_data : 0);
   copy_to_sq(q, wqe, nbb);
   const uint32_t slot = q.sq_head & ((1u << q.sq_log) - 1);
   q.sq_wrid[slot] = wr.wr_id;
@@ -493,15 +497,16 @@ void ring_sq_doorbell(SimQp& q, HcaLink& link, uint16_t producer) {
 void write_recv_wqe(SimQp& q, const ibv_recv_wr& wr) {
   const uint32_t stride = 1u << q.rq_stride_log;
   const uint32_t max_sge = stride / sizeof(hw::DataSeg);
-  auto* slot = reinterpret_cast<hw::DataSeg*>(q.rq->data() +
-                                              uint64_t(q.rq_head & ((1u << q.rq_log) - 1)) * stride);
+  auto* slot =
+      reinterpret_cast<hw::DataSeg*>(q.rq->data() + uint64_t(q.rq_head & ((1u << q.rq_log) - 1)) * stride);
   for (int i = 0; i < wr.num_sge; ++i)
     hw::set_data_seg(slot[i], wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey);
   if (uint32_t(wr.num_sge) < max_sge) hw::set_recv_terminator(slot[wr.num_sge]);
 }
 
 void trace_post_recv(HcaLink& link, const SimQp& q, const ibv_recv_wr& wr) {
-  const auto f = trace::TraceFields().set_wqe(q.rq_head).set_count(uint32_t(wr.num_sge)).set_flag(trace::kTfRq);
+  const auto f =
+      trace::TraceFields().set_wqe(q.rq_head).set_count(uint32_t(wr.num_sge)).set_flag(trace::kTfRq);
   char buf[128];
   snprintf(buf, sizeof buf, "post_recv: %d SGE(s) -> RQ WQE %u", wr.num_sge, f.wqe);
   link.trace(trace::TraceKind::Post, q.qpn, true, wr.wr_id, f, buf);

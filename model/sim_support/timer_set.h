@@ -85,8 +85,8 @@ class TimerSet {
 
   Fire fire_;
   sc_core::sc_event wake_;
-  bool armed_ = false;      ///< wake_ has a pending notification ...
-  uint64_t armed_at_ = 0;   ///< ... for this time
+  bool armed_ = false;     ///< wake_ has a pending notification ...
+  uint64_t armed_at_ = 0;  ///< ... for this time
   std::map<uint32_t, uint64_t> by_key_;
   std::set<std::pair<uint64_t, uint32_t>> by_time_;
 };

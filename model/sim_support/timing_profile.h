@@ -11,24 +11,22 @@ namespace hcasim::model {
 /** @brief Every latency and rate the model uses, in picoseconds and bits per second. */
 struct TimingProfile {
   std::string name;
-  double link_bps;              ///< Ethernet line rate
-  uint64_t propagation_ps;      ///< cable propagation delay
-  uint64_t mmio_write_ps;       ///< CPU store to UAR until the doorbell unit sees it
-  uint64_t pcie_read_ps;        ///< DMA read round trip (request to completion)
-  uint64_t pcie_write_ps;       ///< posted DMA write until visible in host memory
-  double pcie_bps;              ///< DMA payload bandwidth
-  uint64_t qpc_hit_ps;          ///< QPC cache hit
-  uint64_t qpc_miss_ps;         ///< QPC fetch from ICM on a cache miss
-  uint64_t wqe_decode_ps;       ///< parse one WQE
-  uint64_t pkt_process_ps;      ///< receive pipeline per packet
-  uint64_t irq_ps;              ///< MSI-X message to interrupt handler
-  uint32_t qpc_cache_entries;   ///< QPC cache capacity
-  uint32_t default_mtu;         ///< active MTU of the port
+  double link_bps;             ///< Ethernet line rate
+  uint64_t propagation_ps;     ///< cable propagation delay
+  uint64_t mmio_write_ps;      ///< CPU store to UAR until the doorbell unit sees it
+  uint64_t pcie_read_ps;       ///< DMA read round trip (request to completion)
+  uint64_t pcie_write_ps;      ///< posted DMA write until visible in host memory
+  double pcie_bps;             ///< DMA payload bandwidth
+  uint64_t qpc_hit_ps;         ///< QPC cache hit
+  uint64_t qpc_miss_ps;        ///< QPC fetch from ICM on a cache miss
+  uint64_t wqe_decode_ps;      ///< parse one WQE
+  uint64_t pkt_process_ps;     ///< receive pipeline per packet
+  uint64_t irq_ps;             ///< MSI-X message to interrupt handler
+  uint32_t qpc_cache_entries;  ///< QPC cache capacity
+  uint32_t default_mtu;        ///< active MTU of the port
 
   /** @brief Serialisation time of @p bytes on the link (with Ethernet preamble+IFG+FCS overhead). */
-  uint64_t wire_ps(uint32_t bytes) const {
-    return uint64_t(double(bytes + 24) * 8.0 * 1e12 / link_bps);
-  }
+  uint64_t wire_ps(uint32_t bytes) const { return uint64_t(double(bytes + 24) * 8.0 * 1e12 / link_bps); }
   /** @brief Time to move @p bytes over PCIe at the profile's bandwidth (latency not included). */
   uint64_t pcie_xfer_ps(uint64_t bytes) const { return uint64_t(double(bytes) * 8.0 * 1e12 / pcie_bps); }
 };

@@ -54,7 +54,10 @@ class TraceSink {
 /** @brief Per-HCA emitter: knows the host index and the sink (or none). */
 class Tracer {
  public:
-  void attach(TraceSink* sink, uint32_t host) { sink_ = sink; host_ = host; }
+  void attach(TraceSink* sink, uint32_t host) {
+    sink_ = sink;
+    host_ = host;
+  }
   bool on() const { return sink_ != nullptr; }
   /** @brief Some sink wants events of this unit and kind; call only when on(). */
   bool wants(TraceUnit unit, TraceKind kind) const { return sink_->wants(unit, kind); }
@@ -66,12 +69,12 @@ class Tracer {
   void emit_wr(TraceUnit unit, TraceKind kind, uint32_t qpn, uint64_t wr_id, const TraceFields& f,
                const char* fmt, ...) __attribute__((format(printf, 7, 8)));
   /** @brief Record an event whose text was rendered elsewhere (the driver's lines). */
-  void record(TraceUnit unit, TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id,
-              const TraceFields& f, std::string text);
+  void record(TraceUnit unit, TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const TraceFields& f,
+              std::string text);
 
  private:
-  void vemit(TraceUnit unit, TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id,
-             const TraceFields& f, const char* fmt, va_list ap);
+  void vemit(TraceUnit unit, TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const TraceFields& f,
+             const char* fmt, va_list ap);
   TraceSink* sink_ = nullptr;
   uint32_t host_ = 0;
 };
@@ -83,10 +86,9 @@ class Tracer {
  * kind; arguments are not evaluated otherwise. @p fields is a TraceFields expression, e.g.
  * `TraceFields().set_queue(cqn)`: the event's facts as data; the format renders them for people.
  */
-#define HCASIM_TRACE(tracer, unit, kind, qpn, fields, ...)                                         \
-  do {                                                                                             \
-    if ((tracer).on() &&                                                                           \
-        (tracer).wants(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind))        \
-      (tracer).emit(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (qpn),     \
-                    (fields), __VA_ARGS__);                                                        \
+#define HCASIM_TRACE(tracer, unit, kind, qpn, fields, ...)                                                   \
+  do {                                                                                                       \
+    if ((tracer).on() && (tracer).wants(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind)) \
+      (tracer).emit(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (qpn), (fields),     \
+                    __VA_ARGS__);                                                                            \
   } while (0)

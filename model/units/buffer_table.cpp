@@ -5,8 +5,8 @@
 
 namespace hcasim::model {
 
-BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offset,
-                                      BufferCursor& cursor, uint32_t qpn, const char* what) {
+BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offset, BufferCursor& cursor,
+                                      uint32_t qpn, const char* what) {
   BtResult r;
   const uint32_t shift = desc.log_page_size;
   const uint64_t psize = 1ull << shift;
@@ -31,9 +31,10 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
     uint64_t at = desc.bt_root + page * 8;
     if (!dma_.read(at, &entry, 8, qpn, "bt.L1")) return r;
     r.reads = 1;
-    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn, TraceFields().set_addr(hw::bte_addr(entry)).set_count(r.reads),
-                 "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> page dma 0x%" PRIx64, what,
-                 page, page, at, hw::bte_addr(entry));
+    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn,
+                 TraceFields().set_addr(hw::bte_addr(entry)).set_count(r.reads),
+                 "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> page dma 0x%" PRIx64, what, page,
+                 page, at, hw::bte_addr(entry));
   } else if (desc.levels == 2) {
     // Tables are 4 KiB pages of entries whatever the data page size (the driver builds them so).
     const uint64_t per_leaf = (1ull << hw::kMinPageShift) / 8;
@@ -48,11 +49,11 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
     uint64_t leaf_at = hw::bte_addr(root) + (page % per_leaf) * 8;
     if (!dma_.read(leaf_at, &entry, 8, qpn, "bt.L2")) return r;
     r.reads = 2;
-    HCASIM_TRACE(tracer_, BufferTable, BtWalk, qpn, TraceFields().set_addr(hw::bte_addr(entry)).set_count(r.reads),
-                 "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64
-                 " L2[%" PRIu64 "] -> page dma 0x%" PRIx64,
-                 what, page, page / per_leaf, root_at, hw::bte_addr(root), page % per_leaf,
-                 hw::bte_addr(entry));
+    HCASIM_TRACE(
+        tracer_, BufferTable, BtWalk, qpn, TraceFields().set_addr(hw::bte_addr(entry)).set_count(r.reads),
+        "%s: page %" PRIu64 " L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64 " L2[%" PRIu64
+        "] -> page dma 0x%" PRIx64,
+        what, page, page / per_leaf, root_at, hw::bte_addr(root), page % per_leaf, hw::bte_addr(entry));
   } else {
     return r;
   }

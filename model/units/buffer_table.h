@@ -27,9 +27,9 @@ struct BufferCursor {
 /** @brief Result of one translation. */
 struct BtResult {
   bool ok = false;
-  uint64_t dma = 0;        ///< DMA address of the byte
-  uint64_t contiguous = 0; ///< bytes to the end of its page
-  uint32_t reads = 0;      ///< table entries read (0 on a cache hit); each costs a PCIe read
+  uint64_t dma = 0;         ///< DMA address of the byte
+  uint64_t contiguous = 0;  ///< bytes to the end of its page
+  uint32_t reads = 0;       ///< table entries read (0 on a cache hit); each costs a PCIe read
 };
 
 class BufferTableWalker {

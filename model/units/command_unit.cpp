@@ -5,8 +5,8 @@
 
 namespace hcasim::model {
 
-CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq, hw::HcaCaps caps,
-                         std::function<void(QpContext&, hw::QpState)> on_state)
+CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq,
+                         hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState)> on_state)
     : tracer_(tracer), qpc_(qpc), mrs_(mrs), cq_(cq), eq_(eq), caps_(caps), on_state_(std::move(on_state)) {}
 
 static const char* state_name(hw::QpState s) {
@@ -83,7 +83,8 @@ hw::CmdStatus CommandUnit::create_cq(hw::CmdMailbox& mb) {
 
 hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
   auto q = hw::cmd_in<hw::Qpc>(mb);
-  if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn)) return hw::CmdStatus::BadResource;
+  if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
+    return hw::CmdStatus::BadResource;
   q.qpn = next_qpn_++;
   q.state = uint8_t(hw::QpState::Reset);
   QpContext* qp = qpc_.create(q.qpn);
@@ -108,9 +109,7 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
   const auto found = [](bool ok) { return ok ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource; };
   hw::CmdStatus s = hw::CmdStatus::Ok;
   switch (hw::CmdOpcode(mb.opcode)) {
-    case hw::CmdOpcode::QueryHcaCap:
-      hw::set_cmd_out(mb, caps_);
-      break;
+    case hw::CmdOpcode::QueryHcaCap: hw::set_cmd_out(mb, caps_); break;
     case hw::CmdOpcode::AllocPd:
       mb.arg0 = next_pdn_++;
       pds_.insert(mb.arg0);

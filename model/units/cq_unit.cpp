@@ -45,12 +45,14 @@ static TraceFields cqe_fields(uint32_t cqn, uint32_t pi_after, const CqeInfo& in
       .set_flag(kTfError, in.syndrome != hw::CqeSyndrome::Ok);
 }
 
-CqUnit::CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingProfile& prof,
-               Tracer& tracer)
-    : dma_(dma), bt_(bt), eq_(eq), prof_(prof), tracer_(tracer),
-      landing_("cqe", [this](Pending& p) { land(p); }) {}
+CqUnit::CqUnit(DmaEngine& dma, BufferTableWalker& bt, EqUnit& eq, const TimingProfile& prof, Tracer& tracer)
+    : dma_(dma), bt_(bt), eq_(eq), prof_(prof), tracer_(tracer), landing_("cqe", [this](Pending& p) {
+        land(p);
+      }) {}
 
-bool CqUnit::create(const hw::Cqc& cqc) { return cqs_.emplace(cqc.cqn, Cq{cqc, 0, 0, false, false, false, 0, 0, {}}).second; }
+bool CqUnit::create(const hw::Cqc& cqc) {
+  return cqs_.emplace(cqc.cqn, Cq{cqc, 0, 0, false, false, false, 0, 0, {}}).second;
+}
 bool CqUnit::destroy(uint32_t cqn) { return cqs_.erase(cqn) != 0; }
 
 void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, uint32_t pi_at_request) {
@@ -66,16 +68,16 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
   }
   cq.ci_seen = ci;
   HCASIM_TRACE(tracer_, Cq, CqArm, kTraceNone, arm_fields(cqn, cq, ci),
-                 "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci, solicited_only ? "solicited" : "next", was,
-               cq.solicited_only ? "solicited" : "next");
+               "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci,
+               solicited_only ? "solicited" : "next", was, cq.solicited_only ? "solicited" : "next");
   // CQEs after the request that no earlier event already reported (an arm that lands while
   // the CQ is still armed from before adds nothing).
   const uint32_t from = int32_t(cq.event_pi - pi_at_request) > 0 ? cq.event_pi : pi_at_request;
   const bool missed = cq.solicited_only ? int32_t(cq.trigger_pi - from) > 0 : cq.pi != from;
   if (!missed) return;
   HCASIM_TRACE(tracer_, Cq, EventDecision, kTraceNone, arm_fields(cqn, cq, kTraceNone, true),
-                 "CQ %u EVENT: %u CQE(s) landed after the arm was issued -> EQ %u", cqn, cq.pi - from,
-                 cq.cqc.eqn);
+               "CQ %u EVENT: %u CQE(s) landed after the arm was issued -> EQ %u", cqn, cq.pi - from,
+               cq.cqc.eqn);
   cq.armed = false;
   cq.event_pi = cq.pi;
   ++events_;
@@ -91,8 +93,7 @@ bool CqUnit::has_room(uint32_t cqn, Cq& cq, const CqeInfo& in) {
   if (cq.pi - cq.ci_seen >= size) {
     // Looks full: read the consumer index the driver published in the doorbell record.
     hw::CqDbrec rec{};
-    if (dma_.read(cq.cqc.dbrec_addr, &rec, sizeof rec, in.qpn, "cq.dbrec"))
-      cq.ci_seen = hw::cq_dbrec_ci(rec);
+    if (dma_.read(cq.cqc.dbrec_addr, &rec, sizeof rec, in.qpn, "cq.dbrec")) cq.ci_seen = hw::cq_dbrec_ci(rec);
     // The doorbell record carries 24 bits; rebuild the full counter near pi.
     constexpr uint32_t kCiWrap = 1u << 24;
     cq.ci_seen = (cq.pi & ~(kCiWrap - 1)) | cq.ci_seen;
@@ -163,9 +164,11 @@ void CqUnit::decide_event(uint32_t cqn, Cq& cq, const CqeInfo& in) {
     return;
   }
   HCASIM_TRACE(tracer_, Cq, EventDecision, in.qpn, arm_fields(cqn, cq, kTraceNone, true),
-                 "CQ %u EVENT: armed %s, CQE is %s -> EQ %u",
-               cqn, cq.solicited_only ? "solicited-only" : "next",
-               is_error ? "an error" : solicited ? "a solicited receive" : "any completion",
+               "CQ %u EVENT: armed %s, CQE is %s -> EQ %u", cqn,
+               cq.solicited_only ? "solicited-only" : "next",
+               is_error    ? "an error"
+               : solicited ? "a solicited receive"
+                           : "any completion",
                cq.cqc.eqn);
   cq.armed = false;
   cq.event_pi = cq.pi;

@@ -13,8 +13,8 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 #include <unordered_map>
+#include <vector>
 
 #include <hcasim/hca_hw.h>
 
@@ -30,8 +30,8 @@ struct CqeInfo {
   uint32_t src_qp = 0;
   uint16_t wqe_counter = 0;
   uint32_t byte_cnt = 0;
-  uint32_t imm = 0;  ///< network order
-  uint8_t flags = 0; ///< hw::CqeFlags
+  uint32_t imm = 0;   ///< network order
+  uint8_t flags = 0;  ///< hw::CqeFlags
   hw::WqeOpcode req_opcode = hw::WqeOpcode::Nop;
 };
 

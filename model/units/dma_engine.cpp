@@ -18,7 +18,8 @@ bool HostMemory::write(uint8_t* hva, const void* src, uint64_t len) {
 }
 
 bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
-  HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)), "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
+  HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
+               "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* out = static_cast<uint8_t*>(dst);
   uint64_t done = 0;
   while (done < len) {
@@ -53,7 +54,8 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
 
 bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
                       bool release_last) {
-  HCASIM_TRACE(tracer_, Dma, DmaWrite, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)), "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
+  HCASIM_TRACE(tracer_, Dma, DmaWrite, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
+               "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* in = static_cast<const uint8_t*>(src);
   uint64_t body = release_last && len > 0 ? len - 1 : len;
   uint64_t done = 0;

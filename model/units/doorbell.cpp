@@ -6,7 +6,9 @@
 namespace hcasim::model {
 
 DoorbellUnit::DoorbellUnit(const TimingProfile& prof, Tracer& tracer, CqUnit& cq, EqUnit& eq, Requester& req)
-    : prof_(prof), tracer_(tracer), cq_(cq), eq_(eq), req_(req), bus_("doorbell", [this](Write& w) { land(w); }) {}
+    : prof_(prof), tracer_(tracer), cq_(cq), eq_(eq), req_(req), bus_("doorbell", [this](Write& w) {
+        land(w);
+      }) {}
 
 void DoorbellUnit::mmio_write(uint32_t offset, uint64_t value) {
   // A CQ arm asks for completions after *now*: remember where the CQ stood, so CQEs that land
@@ -44,8 +46,8 @@ void DoorbellUnit::land(Write& w) {
       return;
     }
     default:
-      HCASIM_TRACE(tracer_, Doorbell, Error, kTraceNone, TraceFields().set_addr(w.offset).set_flag(kTfError), "write to unknown UAR offset 0x%x ignored",
-                   w.offset);
+      HCASIM_TRACE(tracer_, Doorbell, Error, kTraceNone, TraceFields().set_addr(w.offset).set_flag(kTfError),
+                   "write to unknown UAR offset 0x%x ignored", w.offset);
   }
 }
 

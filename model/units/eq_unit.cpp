@@ -9,7 +9,8 @@ EqUnit::EqUnit(DmaEngine& dma, BufferTableWalker& bt, const TimingProfile& prof,
     : dma_(dma), bt_(bt), prof_(prof), tracer_(tracer), irq_line_("irq", [this](uint32_t& vec) {
         ++irqs_;
         note_host_visible();
-        HCASIM_TRACE(tracer_, Eq, Interrupt, kTraceNone, TraceFields().set_queue(vec), "MSI-X vector %u -> driver", vec);
+        HCASIM_TRACE(tracer_, Eq, Interrupt, kTraceNone, TraceFields().set_queue(vec),
+                     "MSI-X vector %u -> driver", vec);
         if (irq_) irq_(vec);
       }) {}
 
@@ -24,12 +25,12 @@ void EqUnit::post(uint32_t eqn, hw::EqeType type, uint32_t resource) {
   const uint8_t owner = hw::eqe_owner_for(eq.pi, eq.eqc.log_size);
   hw::Eqe e;
   hw::set_eqe(e, type, resource, now_ps() / 1000, owner);
-  BtResult t = bt_.translate(eq.eqc.buf, uint64_t(eq.pi & (size - 1)) * hw::kEqeSize, eq.cursor,
-                             kTraceNone, "eq");
+  BtResult t =
+      bt_.translate(eq.eqc.buf, uint64_t(eq.pi & (size - 1)) * hw::kEqeSize, eq.cursor, kTraceNone, "eq");
   if (!t.ok) return;
   HCASIM_TRACE(tracer_, Eq, EqeWrite, kTraceNone, TraceFields().set_queue(eqn).set_index(eq.pi + 1),
-               "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u", eqn, eq.pi & (size - 1),
-               unsigned(type), resource, owner);
+               "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u", eqn, eq.pi & (size - 1), unsigned(type),
+               resource, owner);
   dma_.write(t.dma, &e, sizeof e, kTraceNone, "eqe", true);
   ++eq.pi;
   ++eqes_;

@@ -10,9 +10,9 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 #include <functional>
 #include <unordered_map>
+#include <vector>
 
 #include <hcasim/hca_hw.h>
 

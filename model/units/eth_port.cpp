@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "eth_port.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 
 namespace hcasim::model {
@@ -12,9 +12,8 @@ namespace {
 
 /** The one-line description of a parsed frame (see describe_frame). */
 void describe_parsed(const wire::ParsedFrame& f, char* buf, size_t cap) {
-  int n = snprintf(buf, cap, "%-16s psn=%-8u dqp=0x%06x payload=%-5zu%s%s",
-                   wire::opcode_name(f.h.opcode), f.h.psn, f.h.dest_qp, f.payload_len,
-                   f.h.se ? " SE" : "", f.h.ackreq ? " AckReq" : "");
+  int n = snprintf(buf, cap, "%-16s psn=%-8u dqp=0x%06x payload=%-5zu%s%s", wire::opcode_name(f.h.opcode),
+                   f.h.psn, f.h.dest_qp, f.payload_len, f.h.se ? " SE" : "", f.h.ackreq ? " AckReq" : "");
   if (n < 0 || size_t(n) >= cap) return;
   if (wire::has_aeth(f.h.opcode)) {
     const char* kind = "ACK";
@@ -60,8 +59,7 @@ void describe_frame(const Packet& pkt, char* buf, size_t cap) {
 }
 
 EthPort::EthPort(const TimingProfile& prof, Tracer& tracer, const uint8_t mac[6])
-    : prof_(prof), tracer_(tracer),
-      loopback_("port.loop", [this](PacketPtr& p) { receive(std::move(p)); }) {
+    : prof_(prof), tracer_(tracer), loopback_("port.loop", [this](PacketPtr& p) { receive(std::move(p)); }) {
   std::memcpy(mac_, mac, 6);
   sc_core::sc_spawn_options opts;
   opts.spawn_method();

@@ -85,7 +85,7 @@ class EthPort : public PacketReceiver {
   /// ready at the same time keep their order, so each QP's packets leave in PSN order.
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> pending_;
   uint64_t seq_ = 0;
-  sc_core::sc_event wake_;      ///< one wake-up per frame: at max(its ready time, transmitter free)
+  sc_core::sc_event wake_;  ///< one wake-up per frame: at max(its ready time, transmitter free)
   bool armed_ = false;
   bool up_ = true;
   uint64_t armed_at_ = 0;

@@ -40,7 +40,9 @@ hw::HcaCaps Hca::default_caps(const TimingProfile& prof, const HcaIdentity& id) 
 }
 
 Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
-    : core_(prof, tracer_, id), req_(core_.transport()), resp_(core_.transport()),
+    : core_(prof, tracer_, id),
+      req_(core_.transport()),
+      resp_(core_.transport()),
       doorbell_(prof, tracer_, core_.cq, core_.eq, req_),
       cmd_(tracer_, core_.qpc, core_.mrs, core_.cq, core_.eq, default_caps(prof, id),
            [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }) {
@@ -65,7 +67,8 @@ void Hca::to_error(QpContext& qp, const char* why) {
   // Already in ERR: flush again. Work posted to a QP in ERR completes with a flush error
   // (IBTA 10.3.1; what ib_drain_rq/ib_drain_sq rely on), so a doorbell there lands here.
   if (hw::QpState(qp.qpc.state) != hw::QpState::Err) {
-    HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, TraceFields(), "QP 0x%x -> ERR (%s)", qp.qpc.qpn, why);
+    HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, TraceFields(), "QP 0x%x -> ERR (%s)", qp.qpc.qpn,
+                 why);
     qp.qpc.state = uint8_t(hw::QpState::Err);
   }
   req_.flush(qp);
@@ -85,7 +88,8 @@ void Hca::on_state(QpContext& qp, hw::QpState from) {
 }
 
 void Hca::function_reset() {
-  HCASIM_TRACE(tracer_, Command, QpState, kTraceNone, TraceFields(), "function reset: owner gone, all resources destroyed");
+  HCASIM_TRACE(tracer_, Command, QpState, kTraceNone, TraceFields(),
+               "function reset: owner gone, all resources destroyed");
   std::vector<uint32_t> qpns;
   core_.qpc.for_each([&](QpContext& qp) { qpns.push_back(qp.qpc.qpn); });
   for (uint32_t q : qpns) core_.qpc.destroy(q);
@@ -122,7 +126,8 @@ void Hca::on_rx(PacketPtr pkt) {
                  "frame dropped by test hook (psn=%u)", f.h.psn);
     return;
   }
-  QpcCache::Lookup l = core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");
+  QpcCache::Lookup l =
+      core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");
   if (!l.qp) {
     ++rx_dropped_;
     return;

@@ -18,9 +18,9 @@ namespace hcasim::model {
 
 /** @brief Counters of one HCA (printed by --stats, asserted by tests). */
 struct HcaStats {
-  uint64_t doorbells, qpc_hits, qpc_misses, bt_walks, bt_cache_hits, wqes, dma_read_bytes,
-      dma_write_bytes, tx_packets, rx_packets, tx_bytes, rx_bytes, acks, naks, rnr_naks, duplicates,
-      retransmits, cqes, cq_events, cq_overflows, eqes, interrupts, rx_dropped, iotlb_hits, iotlb_misses;
+  uint64_t doorbells, qpc_hits, qpc_misses, bt_walks, bt_cache_hits, wqes, dma_read_bytes, dma_write_bytes,
+      tx_packets, rx_packets, tx_bytes, rx_bytes, acks, naks, rnr_naks, duplicates, retransmits, cqes,
+      cq_events, cq_overflows, eqes, interrupts, rx_dropped, iotlb_hits, iotlb_misses;
 };
 
 class Hca {

@@ -11,11 +11,21 @@ void derive_gids(HcaIdentity& id) {
 }
 
 HcaCore::HcaCore(const TimingProfile& p, Tracer& t, const HcaIdentity& ident)
-    : prof(p), tracer(t), id(ident), dma(iommu, p, t), bt(dma, t), qpc(p, t, p.qpc_cache_entries),
-      fetch(bt, dma, p), mrs(bt, dma, t), eq(dma, bt, p, t), cq(dma, bt, eq, p, t), port(p, t, ident.mac),
+    : prof(p),
+      tracer(t),
+      id(ident),
+      dma(iommu, p, t),
+      bt(dma, t),
+      qpc(p, t, p.qpc_cache_entries),
+      fetch(bt, dma, p),
+      mrs(bt, dma, t),
+      eq(dma, bt, p, t),
+      cq(dma, bt, eq, p, t),
+      port(p, t, ident.mac),
       frames(id, port, t) {}
 
-bool FrameBuilder::headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn, wire::Headers& h) const {
+bool FrameBuilder::headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn,
+                               wire::Headers& h) const {
   const hw::Qpc& q = qp.qpc;
   const uint8_t* sgid = id_.gid[q.path.sgid_index < hw::kGidTableLen ? q.path.sgid_index : 1];
   if (!resolve_ || !resolve_(q.path.dgid, h.dst_mac)) return false;
@@ -37,9 +47,13 @@ void FrameBuilder::send_frame(const wire::Headers& h, const void* payload, uint3
   pkt->len = uint32_t(wire::build_frame(h, payload, len, pkt->data, sizeof pkt->data));
   if (pkt->len == 0) {
     HCASIM_TRACE(tracer_, Port, Error, h.dest_qp,
-                 TraceFields().set_opcode(uint16_t(h.opcode)).set_psn(h.psn).set_peer_qpn(h.dest_qp).set_count(len).set_flag(kTfError),
-                 "frame build failed (opcode %s, %u B)",
-                 wire::opcode_name(h.opcode), len);
+                 TraceFields()
+                     .set_opcode(uint16_t(h.opcode))
+                     .set_psn(h.psn)
+                     .set_peer_qpn(h.dest_qp)
+                     .set_count(len)
+                     .set_flag(kTfError),
+                 "frame build failed (opcode %s, %u B)", wire::opcode_name(h.opcode), len);
     return;
   }
   port_.transmit(std::move(pkt), ready_ps);

@@ -21,11 +21,11 @@ namespace hcasim::model {
 
 /** @brief Who an HCA is on the network. */
 struct HcaIdentity {
-  std::string name;       ///< ibverbs device name, e.g. "hcasim0"
-  uint32_t index = 0;     ///< host index in the world (trace column)
-  uint64_t node_guid = 0; ///< host order
+  std::string name;        ///< ibverbs device name, e.g. "hcasim0"
+  uint32_t index = 0;      ///< host index in the world (trace column)
+  uint64_t node_guid = 0;  ///< host order
   uint8_t mac[6] = {};
-  uint32_t ipv4 = 0;      ///< host order
+  uint32_t ipv4 = 0;        ///< host order
   uint8_t gid[2][16] = {};  ///< [0] IPv6 link-local from the MAC, [1] IPv4-mapped (as rxe shows them)
 };
 
@@ -37,7 +37,8 @@ class FrameBuilder {
  public:
   using Resolver = std::function<bool(const uint8_t gid[16], uint8_t mac[6])>;
 
-  FrameBuilder(const HcaIdentity& id, EthPort& port, Tracer& tracer) : id_(id), port_(port), tracer_(tracer) {}
+  FrameBuilder(const HcaIdentity& id, EthPort& port, Tracer& tracer)
+      : id_(id), port_(port), tracer_(tracer) {}
 
   /** @brief GID -> next-hop MAC (the world's neighbour table); unset or false: unreachable. */
   void set_resolver(Resolver r) { resolve_ = std::move(r); }

@@ -23,8 +23,8 @@ const MrEntry* MrTable::find(uint32_t key) const {
   return it == table_.end() ? nullptr : &it->second;
 }
 
-MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, uint32_t access,
-                       uint32_t qpn, const char* why) {
+MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, uint32_t access, uint32_t qpn,
+                       const char* why) {
   ++checks_;
   if (len == 0) return MrCheck::Ok;
   MrCheck r = MrCheck::Ok;
@@ -41,10 +41,10 @@ MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, ui
       r = MrCheck::NoAccess;
   }
   if (r != MrCheck::Ok) ++violations_;
-  HCASIM_TRACE(tracer_, Mr, MrXlate, qpn,
-               TraceFields().set_key(key).set_addr(va).set_count(uint32_t(len)).set_flag(kTfError, r != MrCheck::Ok),
-               "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s", why,
-               key, va, len, mr_check_name(r));
+  HCASIM_TRACE(
+      tracer_, Mr, MrXlate, qpn,
+      TraceFields().set_key(key).set_addr(va).set_count(uint32_t(len)).set_flag(kTfError, r != MrCheck::Ok),
+      "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s", why, key, va, len, mr_check_name(r));
   return r;
 }
 

@@ -46,11 +46,11 @@ struct SendWqe {
 struct InflightMsg {
   SendWqe w;
   uint32_t first_psn = 0;
-  uint32_t npkts = 0;       ///< PSNs the message occupies (READ: response packets)
-  uint32_t read_bytes = 0;  ///< READ: response bytes placed so far
-  bool sent = false;        ///< every request packet transmitted at least once
+  uint32_t npkts = 0;                                 ///< PSNs the message occupies (READ: response packets)
+  uint32_t read_bytes = 0;                            ///< READ: response bytes placed so far
+  bool sent = false;                                  ///< every request packet transmitted at least once
   hw::CqeSyndrome local_error = hw::CqeSyndrome::Ok;  ///< failed locally; completes in order
-  bool responded = false;   ///< READ/atomic: its response (all of it) arrived
+  bool responded = false;                             ///< READ/atomic: its response (all of it) arrived
 };
 
 /** @brief Receive WQE being filled by an incoming SEND. */
@@ -65,15 +65,15 @@ struct RecvInProgress {
 struct QpContext {
   hw::Qpc qpc{};
   // ---- requester
-  uint16_t sq_pi = 0;     ///< producer counter from the last doorbell (WQEBBs)
-  uint16_t sq_fetch = 0;  ///< next WQEBB to fetch
-  Ring<SendWqe> fetched;             ///< fetched, waiting for decode
-  Ring<InflightMsg> inflight;        ///< decoded, not yet completed
-  uint8_t rnr_left = 0;              ///< RNR retries left (7 = infinite)
-  uint8_t retry_left = 0;            ///< transport retries left after a local ACK timeout
-  bool sqd_notify = false;           ///< entered SQD with async notify: report SQ drained
-  size_t tx_msg = 0;   ///< transmit cursor: message index into inflight
-  uint32_t tx_pkt = 0; ///< and packet within it
+  uint16_t sq_pi = 0;          ///< producer counter from the last doorbell (WQEBBs)
+  uint16_t sq_fetch = 0;       ///< next WQEBB to fetch
+  Ring<SendWqe> fetched;       ///< fetched, waiting for decode
+  Ring<InflightMsg> inflight;  ///< decoded, not yet completed
+  uint8_t rnr_left = 0;        ///< RNR retries left (7 = infinite)
+  uint8_t retry_left = 0;      ///< transport retries left after a local ACK timeout
+  bool sqd_notify = false;     ///< entered SQD with async notify: report SQ drained
+  size_t tx_msg = 0;           ///< transmit cursor: message index into inflight
+  uint32_t tx_pkt = 0;         ///< and packet within it
   uint32_t next_psn = 0;
   bool tx_scheduled = false;
   uint64_t req_tx_last = 0;   ///< ready time of this QP's last request frame (stream order)
@@ -88,10 +88,10 @@ struct QpContext {
   bool write_active = false;
   uint64_t write_va = 0;
   uint32_t write_rkey = 0;
-  uint32_t write_len = 0;   ///< RETH DMA length of the WRITE in progress
+  uint32_t write_len = 0;  ///< RETH DMA length of the WRITE in progress
   uint32_t write_done = 0;
-  bool nak_pending = false; ///< a PSN sequence error NAK was sent; stay quiet until the resend
-  bool comm_est = false;    ///< communication-established event already raised
+  bool nak_pending = false;  ///< a PSN sequence error NAK was sent; stay quiet until the resend
+  bool comm_est = false;     ///< communication-established event already raised
   /** Atomic results by PSN, so a duplicate atomic is answered again, not executed twice. */
   struct AtomicReplay {
     uint32_t psn;

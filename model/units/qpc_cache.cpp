@@ -28,8 +28,7 @@ QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
     cached_[qpn] = lru_.begin();
   }
   HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields(), "%s: QPC cache %s (state=%u, %zu/%u cached)", why,
-               r.hit ? "hit" : "miss -> ICM read", unsigned(r.qp->qpc.state), cached_.size(),
-               capacity_);
+               r.hit ? "hit" : "miss -> ICM read", unsigned(r.qp->qpc.state), cached_.size(), capacity_);
   return r;
 }
 

@@ -39,7 +39,8 @@ bool is_atomic(hw::WqeOpcode op) {
 /** READs and atomics complete on their response, not on an ACK. */
 bool needs_response(const InflightMsg& m) { return m.w.op == hw::WqeOpcode::RdmaRead || is_atomic(m.w.op); }
 
-/** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt, AtomicETH). */
+/** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt,
+ * AtomicETH). */
 void fill_request_headers(const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
   const bool ends = wire::is_last(op) || wire::is_only(op);
   h.ackreq = ends;
@@ -62,7 +63,8 @@ void fill_request_headers(const InflightMsg& m, wire::BthOpcode op, wire::Header
 }  // namespace
 
 Requester::Requester(const TransportUnits& units)
-    : u_(units), jobs_("requester", [this](Job& j) { run(j); }),
+    : u_(units),
+      jobs_("requester", [this](Job& j) { run(j); }),
       ack_timer_("ack_timer", [this](uint32_t qpn) { on_timeout(qpn); }) {}
 
 void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps) {
@@ -81,8 +83,8 @@ void Requester::doorbell(uint32_t qpn, uint16_t pi) {
   if (int16_t(uint16_t(pi - l.qp->sq_pi)) > 0)
     l.qp->sq_pi = pi;
   else if (pi != l.qp->sq_pi)
-    HCASIM_TRACE(u_.tracer, Doorbell, Note, qpn, TraceFields().set_index(pi), "SQ doorbell producer=%u is behind %u: stale, counter kept", pi,
-                 l.qp->sq_pi);
+    HCASIM_TRACE(u_.tracer, Doorbell, Note, qpn, TraceFields().set_index(pi),
+                 "SQ doorbell producer=%u is behind %u: stale, counter kept", pi, l.qp->sq_pi);
   schedule(*l.qp, Stage::Fetch, now_ps() + l.latency_ps);
 }
 
@@ -115,7 +117,8 @@ void Requester::fetch(QpContext& qp) {
     const uint32_t nbb = u_.fetch.fetch_send(send_queue(qp), qp.sq_fetch, w, reads);
     if (nbb == 0) {
       HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn,
-                   TraceFields().set_wqe(qp.sq_fetch).set_flag(kTfError), "WQE %u: fetch/decode fault", qp.sq_fetch);
+                   TraceFields().set_wqe(qp.sq_fetch).set_flag(kTfError), "WQE %u: fetch/decode fault",
+                   qp.sq_fetch);
       to_error_(qp, "WQE fetch fault");
       return;
     }
@@ -159,8 +162,8 @@ void Requester::decode(QpContext& qp) {
       m.npkts = 1;
     } else {
       qp.inflight.push_back(m);
-      HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_flag(kTfError),
-                   "WQE %u: unsupported opcode 0x%02x",
+      HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn,
+                   TraceFields().set_wqe(m.w.index).set_flag(kTfError), "WQE %u: unsupported opcode 0x%02x",
                    m.w.index, unsigned(m.w.op));
       fail_front(qp, hw::CqeSyndrome::LocalQpOpErr, "unsupported opcode");
       return;
@@ -169,16 +172,15 @@ void Requester::decode(QpContext& qp) {
     const uint32_t psn_last = m.npkts ? last_psn(m) : m.first_psn;
     HCASIM_TRACE(u_.tracer, Requester, WqeDecode, qp.qpc.qpn,
                  TraceFields().set_wqe(m.w.index).set_count(m.npkts).set_psn_range(m.first_psn, psn_last),
-                 "WQE %u %s: %u packet(s) at MTU %u, PSN %u..%u", m.w.index, wqe_opcode_name(m.w.op),
-                 m.npkts, mtu, m.first_psn, psn_last);
+                 "WQE %u %s: %u packet(s) at MTU %u, PSN %u..%u", m.w.index, wqe_opcode_name(m.w.op), m.npkts,
+                 mtu, m.first_psn, psn_last);
     qp.inflight.push_back(m);
     any = true;
   }
   if (any) schedule(qp, Stage::Tx, now_ps() + u_.prof.wqe_decode_ps);
 }
 
-bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len,
-                       uint8_t* dst) {
+bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len, uint8_t* dst) {
   if (m.w.is_inline) {
     std::memcpy(dst, m.w.inline_buf + offset, len);
     return true;
@@ -219,8 +221,9 @@ bool Requester::must_wait(QpContext& qp, const InflightMsg& m) {
       if (needs_response(qp.inflight[i]) && !qp.inflight[i].responded) ++outstanding;
     const uint32_t limit = qp.qpc.max_rd_atomic ? qp.qpc.max_rd_atomic : 1;
     if (outstanding >= limit) {
-      HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_count(outstanding),
-                   "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
+      HCASIM_TRACE(
+          u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_count(outstanding),
+          "WQE %u waits: %u READ/atomic outstanding (max_rd_atomic %u)", m.w.index, outstanding, limit);
       return true;
     }
   }
@@ -232,7 +235,8 @@ bool Requester::lkeys_ok(QpContext& qp, const InflightMsg& m) {
   const uint32_t need = needs_response(m) ? uint32_t(hw::kAccessLocalWrite) : 0u;
   for (uint32_t i = 0; !m.w.is_inline && i < m.w.nsge; ++i) {
     const Sge& s = m.w.sge[i];
-    if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok) return false;
+    if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr, s.len, need, qp.qpc.qpn, "lkey") != MrCheck::Ok)
+      return false;
   }
   return true;
 }
@@ -269,7 +273,8 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
   pkt->len = uint32_t(wire::build_frame(h, slot, len, pkt->data, sizeof pkt->data));
   // Payload reads overlap: the first pays the PCIe round trip, the next only their transfer.
   if (len)
-    batch.ready = (batch.first_read ? batch.now + u_.prof.pcie_read_ps : batch.ready) + u_.prof.pcie_xfer_ps(len);
+    batch.ready =
+        (batch.first_read ? batch.now + u_.prof.pcie_read_ps : batch.ready) + u_.prof.pcie_xfer_ps(len);
   batch.first_read = batch.first_read && len == 0;
   if (qp.tx_pkt == 0)
     HCASIM_TRACE(u_.tracer, Requester, PktTx, qp.qpc.qpn,
@@ -293,7 +298,7 @@ void Requester::tx(QpContext& qp) {
     }
     InflightMsg& m = qp.inflight[qp.tx_msg];
     if (m.local_error != hw::CqeSyndrome::Ok) return;  // waits for earlier messages, then fails
-    if (m.npkts == 0) {  // NOP: nothing on the wire
+    if (m.npkts == 0) {                                // NOP: nothing on the wire
       m.sent = true;
       ++qp.tx_msg;
       complete_through(qp, wire::psn_add(qp.next_psn, -1));
@@ -335,9 +340,10 @@ void Requester::on_timeout(uint32_t qpn) {
     return fail_front(*qp, hw::CqeSyndrome::TransportRetryExcErr, "transport retries exhausted");
   }
   --qp->retry_left;
-  HCASIM_TRACE(u_.tracer, Requester, Retransmit, qpn, TraceFields().set_wqe(front.w.index).set_psn(front.first_psn),
-               "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
-               double(wire::ack_timeout_ns(qp->qpc.timeout)) / 1000.0, front.first_psn, unsigned(qp->retry_left));
+  HCASIM_TRACE(
+      u_.tracer, Requester, Retransmit, qpn, TraceFields().set_wqe(front.w.index).set_psn(front.first_psn),
+      "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
+      double(wire::ack_timeout_ns(qp->qpc.timeout)) / 1000.0, front.first_psn, unsigned(qp->retry_left));
   // A READ is asked for again from its first byte; the responder replays it.
   for (auto& m : qp->inflight)
     if (m.w.op == hw::WqeOpcode::RdmaRead) m.read_bytes = 0;
@@ -451,8 +457,9 @@ void Requester::rewind(QpContext& qp, uint32_t psn) {
       qp.tx_pkt = m.w.op == hw::WqeOpcode::RdmaRead ? 0 : uint32_t(d);
       for (size_t j = i; j < qp.inflight.size(); ++j) qp.inflight[j].sent = false;
       ++retransmits_;
-      HCASIM_TRACE(u_.tracer, Requester, Retransmit, qp.qpc.qpn, TraceFields().set_psn(psn).set_wqe(m.w.index),
-                   "go back to PSN %u (WQE %u, packet %u)", psn, m.w.index, qp.tx_pkt);
+      HCASIM_TRACE(u_.tracer, Requester, Retransmit, qp.qpc.qpn,
+                   TraceFields().set_psn(psn).set_wqe(m.w.index), "go back to PSN %u (WQE %u, packet %u)",
+                   psn, m.w.index, qp.tx_pkt);
       return;
     }
   }
@@ -473,8 +480,8 @@ void Requester::on_ack(QpContext& qp, const wire::Headers& h) {
   const uint8_t syn = h.aeth.syndrome;
   switch (wire::aeth_kind(syn)) {
     case wire::AethKind::Ack:
-      HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn), "ACK psn=%u msn=%u", psn,
-                   h.aeth.msn);
+      HCASIM_TRACE(u_.tracer, Requester, Ack, qp.qpc.qpn, TraceFields().set_psn(psn), "ACK psn=%u msn=%u",
+                   psn, h.aeth.msn);
       complete_through(qp, psn);
       return;
     case wire::AethKind::RnrNak: {
@@ -483,23 +490,22 @@ void Requester::on_ack(QpContext& qp, const wire::Headers& h) {
       if (qp.rnr_left != 7) --qp.rnr_left;
       const uint64_t wait = wire::rnr_timer_ns(wire::aeth_value(syn)) * 1000;
       HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn),
-                   "RNR NAK psn=%u: retry in %.2f us (%u left)", psn, double(wait) / 1e6, unsigned(qp.rnr_left));
+                   "RNR NAK psn=%u: retry in %.2f us (%u left)", psn, double(wait) / 1e6,
+                   unsigned(qp.rnr_left));
       rewind(qp, psn);
       ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
       schedule(qp, Stage::Tx, now_ps() + wait);
       return;
     }
-    case wire::AethKind::Nak:
-      return on_nak(qp, psn, syn);
-    default:
-      return;
+    case wire::AethKind::Nak: return on_nak(qp, psn, syn);
+    default: return;
   }
 }
 
 void Requester::on_nak(QpContext& qp, uint32_t psn, uint8_t syn) {
   const auto code = wire::aeth_nak_code(syn);
-  HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn), "NAK %s psn=%u",
-               wire::nak_code_name(code), psn);
+  HCASIM_TRACE(u_.tracer, Requester, Nak, qp.qpc.qpn, TraceFields().set_psn(psn).set_status(syn),
+               "NAK %s psn=%u", wire::nak_code_name(code), psn);
   complete_through(qp, wire::psn_add(psn, -1));
   switch (code) {
     case wire::NakCode::PsnSequenceError:
@@ -512,13 +518,12 @@ void Requester::on_nak(QpContext& qp, uint32_t psn, uint8_t syn) {
     case wire::NakCode::RemoteAccessError:
       qp.tx_msg = 0;
       return fail_front(qp, hw::CqeSyndrome::RemoteAccessErr, "remote access error");
-    default:
-      qp.tx_msg = 0;
-      return fail_front(qp, hw::CqeSyndrome::RemoteOpErr, "remote operational error");
+    default: qp.tx_msg = 0; return fail_front(qp, hw::CqeSyndrome::RemoteOpErr, "remote operational error");
   }
 }
 
-bool Requester::scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src, uint32_t len) {
+bool Requester::scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src,
+                        uint32_t len) {
   for (uint32_t k = 0, skip = offset; k < m.w.nsge && len; ++k) {
     const Sge& s = m.w.sge[k];
     if (skip >= s.len) {

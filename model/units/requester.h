@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file requester.h
- * @brief RC requester: doorbell -> WQE fetch and decode (the WQE-fetch unit) -> payload gather (MR checks, DMA) -> MTU segmentation into RoCEv2 packets with PSNs;
- *        ACK/NAK and READ-response handling, retransmission from the first unacknowledged
- *        PSN (go-back-N), requester completions.
+ * @brief RC requester: doorbell -> WQE fetch and decode (the WQE-fetch unit) -> payload gather (MR checks,
+ * DMA) -> MTU segmentation into RoCEv2 packets with PSNs; ACK/NAK and READ-response handling, retransmission
+ * from the first unacknowledged PSN (go-back-N), requester completions.
  */
 #pragma once
 
@@ -48,8 +48,8 @@ class Requester {
   struct TxBatch {
     uint64_t now = 0;
     uint32_t mtu = 0;
-    uint64_t ready = 0;       ///< when the last payload read completes
-    bool first_read = true;   ///< no payload read yet in this pass
+    uint64_t ready = 0;      ///< when the last payload read completes
+    bool first_read = true;  ///< no payload read yet in this pass
   };
   /** @brief Fence or max_rd_atomic holds @p m back (traced); it resumes on a response. */
   bool must_wait(QpContext& qp, const InflightMsg& m);

@@ -34,7 +34,8 @@ bool Responder::take_recv(QpContext& qp) {
   qp.recv = r;
   ++qp.rq_ci;
   HCASIM_TRACE(u_.tracer, Responder, WqeFetch, qpn,
-               TraceFields().set_wqe(r.index).set_count(r.nsge).set_flag(kTfRq), "RQ WQE %u: %u SGE(s)", r.index, r.nsge);
+               TraceFields().set_wqe(r.index).set_count(r.nsge).set_flag(kTfRq), "RQ WQE %u: %u SGE(s)",
+               r.index, r.nsge);
   return true;
 }
 
@@ -69,8 +70,7 @@ void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyn
                       const char* why) {
   HCASIM_TRACE(u_.tracer, Responder, Error, qp.qpc.qpn,
                TraceFields().set_psn(psn).set_status(wire::aeth_nak(nak)).set_flag(kTfError),
-               "%s: NAK %s psn=%u, QP to ERR", why,
-               wire::nak_code_name(nak), psn);
+               "%s: NAK %s psn=%u, QP to ERR", why, wire::nak_code_name(nak), psn);
   send_ack(qp, psn, wire::aeth_nak(nak));
   if (recv_status != hw::CqeSyndrome::Ok) recv_error(qp, recv_status);
   to_error_(qp, why);
@@ -148,8 +148,8 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
 void Responder::on_duplicate(QpContext& qp, const wire::Headers& h) {
   // The ACK was lost; acknowledge again (READs are replayed).
   ++dups_;
-  HCASIM_TRACE(u_.tracer, Responder, Ack, qp.qpc.qpn, TraceFields().set_psn(h.psn), "duplicate psn=%u (expected %u)",
-               h.psn, qp.epsn);
+  HCASIM_TRACE(u_.tracer, Responder, Ack, qp.qpc.qpn, TraceFields().set_psn(h.psn),
+               "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
   if (h.opcode == wire::BthOpcode::RDMA_READ_REQUEST) {
     read_response(qp, h.psn, h.reth);
   } else if (wire::has_atomic_eth(h.opcode)) {  // answered again from the replay cache, never re-executed
@@ -162,8 +162,8 @@ void Responder::on_duplicate(QpContext& qp, const wire::Headers& h) {
 
 void Responder::rnr_nak(QpContext& qp, uint32_t psn, const char* why) {
   HCASIM_TRACE(u_.tracer, Responder, Nak, qp.qpc.qpn,
-               TraceFields().set_psn(psn).set_status(wire::aeth_rnr_nak(qp.qpc.min_rnr_timer)), "%s: RNR NAK psn=%u",
-               why, psn);
+               TraceFields().set_psn(psn).set_status(wire::aeth_rnr_nak(qp.qpc.min_rnr_timer)),
+               "%s: RNR NAK psn=%u", why, psn);
   send_ack(qp, psn, wire::aeth_rnr_nak(qp.qpc.min_rnr_timer));
 }
 
@@ -173,9 +173,11 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
   const uint32_t qpn = qp.qpc.qpn;
   const uint32_t len = uint32_t(f.payload_len);
   const bool ends = wire::is_last(op) || wire::is_only(op);
-  if ((wire::is_first(op) || wire::is_only(op)) && !take_recv(qp)) return rnr_nak(qp, h.psn, "no receive WQE posted");
-  if (!qp.recv.active) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
-                                    "SEND middle/last without first");
+  if ((wire::is_first(op) || wire::is_only(op)) && !take_recv(qp))
+    return rnr_nak(qp, h.psn, "no receive WQE posted");
+  if (!qp.recv.active)
+    return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
+                 "SEND middle/last without first");
   // Scatter into the receive WQE's list.
   RecvInProgress& r = qp.recv;
   uint32_t skip = r.offset, left = len;
@@ -196,8 +198,9 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
     left -= n;
     skip = 0;
   }
-  if (left) return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
-                         "message longer than the receive WQE");
+  if (left)
+    return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
+                 "message longer than the receive WQE");
   r.offset += len;
   qp.epsn = wire::psn_add(qp.epsn, 1);
   if (ends) {
@@ -215,8 +218,8 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
   const bool ends = wire::is_last(op) || wire::is_only(op);
   if (wire::is_first(op) || wire::is_only(op)) {
     if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
-        u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn, "rkey") !=
-            MrCheck::Ok)
+        u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
+                     "rkey") != MrCheck::Ok)
       return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
     qp.write_active = true;
     qp.write_va = h.reth.va;
@@ -226,7 +229,8 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
   }
   if (!qp.write_active || uint64_t(qp.write_done) + len > qp.write_len)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE length mismatch");
-  if (ends && wire::has_imm(op) && !take_recv(qp)) return rnr_nak(qp, h.psn, "WRITE_WITH_IMM needs a receive WQE");
+  if (ends && wire::has_imm(op) && !take_recv(qp))
+    return rnr_nak(qp, h.psn, "WRITE_WITH_IMM needs a receive WQE");
   if (len && u_.mrs.write(qp.write_rkey, qp.write_va + qp.write_done, f.payload, len, qpn) < 0)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "DMA fault");
   qp.write_done += len;
@@ -243,12 +247,13 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
 
 void Responder::on_read(QpContext& qp, const wire::Headers& h) {
   if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
-      u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qp.qpc.qpn, "rkey") !=
-          MrCheck::Ok)
+      u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qp.qpc.qpn,
+                   "rkey") != MrCheck::Ok)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
   ++qp.msn;
   read_response(qp, h.psn, h.reth);
-  const uint32_t n = wire::plan_segments(wire::MessageKind::ReadResponse, h.reth.dma_len, mtu_of(qp)).num_packets;
+  const uint32_t n =
+      wire::plan_segments(wire::MessageKind::ReadResponse, h.reth.dma_len, mtu_of(qp)).num_packets;
   qp.epsn = wire::psn_add(qp.epsn, n);
 }
 
@@ -259,7 +264,8 @@ void Responder::atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig) {
   a.aeth.msn = qp.msn & wire::kMsnMask;
   a.atomic_ack_eth.orig_data = orig;
   ++acks_;
-  u_.frames.send_frame(a, nullptr, 0, stream_ready(qp, true, now_ps() + u_.prof.pkt_process_ps + u_.prof.pcie_read_ps));
+  u_.frames.send_frame(a, nullptr, 0,
+                       stream_ready(qp, true, now_ps() + u_.prof.pkt_process_ps + u_.prof.pcie_read_ps));
 }
 
 void Responder::atomic(QpContext& qp, const wire::Headers& h) {
@@ -270,7 +276,8 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "misaligned atomic");
   if (!(qp.qpc.access_flags & hw::kAccessRemoteAtomic) ||
       u_.mrs.check(ae.rkey, qp.qpc.pdn, ae.va, 8, hw::kAccessRemoteAtomic, qpn, "rkey") != MrCheck::Ok)
-    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic rkey check failed");
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok,
+                 "atomic rkey check failed");
   // Read-modify-write in the responder's host byte order (rxe's behaviour; docs/conformance.md).
   // The model runs under one lock, so no other device access interleaves.
   uint64_t orig = 0;
@@ -285,7 +292,8 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   if (next != orig && u_.mrs.write(ae.rkey, ae.va, &next, 8, qpn) < 0)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic DMA fault");
   HCASIM_TRACE(u_.tracer, Responder, Note, qpn,
-               TraceFields().set_psn(h.psn).set_opcode(uint16_t(h.opcode)).set_key(ae.rkey).set_addr(ae.va), "%s va=0x%llx: 0x%llx -> 0x%llx", wire::opcode_name(h.opcode),
+               TraceFields().set_psn(h.psn).set_opcode(uint16_t(h.opcode)).set_key(ae.rkey).set_addr(ae.va),
+               "%s va=0x%llx: 0x%llx -> 0x%llx", wire::opcode_name(h.opcode),
                static_cast<unsigned long long>(ae.va), static_cast<unsigned long long>(orig),
                static_cast<unsigned long long>(next));
   auto& slot = qp.atomic_replay[qp.atomic_replay_next++ % 16];

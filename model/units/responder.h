@@ -48,8 +48,7 @@ class Responder {
   void recv_error(QpContext& qp, hw::CqeSyndrome status);
   void completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h);
   /** @brief Responder-side fatal error: NAK the requester, complete the receive in error, QP to ERR. */
-  void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
-             const char* why);
+  void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status, const char* why);
 
   TransportUnits u_;
   QpErrorHandler to_error_;

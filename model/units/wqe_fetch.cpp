@@ -14,8 +14,8 @@ bool is_atomic(hw::WqeOpcode op) {
 }
 /** Opcodes whose WQE carries a remote address segment after the control segment. */
 bool has_raddr(hw::WqeOpcode op) {
-  return op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm || op == hw::WqeOpcode::RdmaRead ||
-         is_atomic(op);
+  return op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm ||
+         op == hw::WqeOpcode::RdmaRead || is_atomic(op);
 }
 
 template <typename Seg>
@@ -31,7 +31,8 @@ bool decode_payload(const uint8_t* raw, uint32_t seg, uint32_t ds, SendWqe& w) {
   if (hw::seg_is_inline(hw::wqe_segment(raw, seg))) {
     w.is_inline = true;
     w.length = hw::inline_seg_length(load_seg<hw::InlineSeg>(raw, seg));
-    if (w.length > kMaxInline || sizeof(hw::InlineSeg) + w.length > (ds - seg) * hw::kSegmentSize) return false;
+    if (w.length > kMaxInline || sizeof(hw::InlineSeg) + w.length > (ds - seg) * hw::kSegmentSize)
+      return false;
     std::memcpy(w.inline_buf, hw::wqe_segment(raw, seg) + sizeof(hw::InlineSeg), w.length);
     return true;
   }
@@ -127,7 +128,8 @@ bool WqeFetchUnit::recv_producer(uint64_t dbrec, uint32_t qpn, uint16_t& pi) {
 
 uint64_t WqeFetchUnit::send_cost_ps(uint32_t nbb, uint32_t table_reads, bool pipelined) const {
   const uint32_t bytes = nbb * hw::kWqeBasicBlock;
-  return (pipelined ? prof_.pcie_xfer_ps(bytes) : dma_.read_latency_ps(bytes)) + table_reads * prof_.pcie_read_ps;
+  return (pipelined ? prof_.pcie_xfer_ps(bytes) : dma_.read_latency_ps(bytes)) +
+         table_reads * prof_.pcie_read_ps;
 }
 
 }  // namespace hcasim::model

@@ -28,12 +28,12 @@ namespace hcasim::wire {
 class PcapWriter {
  public:
   static constexpr uint32_t kMagicNanosecond = 0xa1b23c4d;  ///< pcap magic announcing ns timestamps
-  static constexpr uint16_t kVersionMajor = 2;  ///< pcap format version 2.4, what every reader accepts
-  static constexpr uint16_t kVersionMinor = 4;  ///< see kVersionMajor
+  static constexpr uint16_t kVersionMajor = 2;      ///< pcap format version 2.4, what every reader accepts
+  static constexpr uint16_t kVersionMinor = 4;      ///< see kVersionMajor
   static constexpr uint32_t kSnapLen = 65535;       ///< larger frames are truncated to this
   static constexpr uint32_t kLinkTypeEthernet = 1;  ///< LINKTYPE_ETHERNET
-  static constexpr size_t kFileHeaderLen = 24;    ///< bytes before the first record
-  static constexpr size_t kRecordHeaderLen = 16;  ///< ts_sec, ts_nsec, incl_len, orig_len
+  static constexpr size_t kFileHeaderLen = 24;      ///< bytes before the first record
+  static constexpr size_t kRecordHeaderLen = 16;    ///< ts_sec, ts_nsec, incl_len, orig_len
 
   PcapWriter() = default;
   /** @brief Opens @p path at once; check is_open(). */

@@ -61,8 +61,8 @@ inline void put32_le(uint8_t* p, uint32_t v) {
   p[3] = static_cast<uint8_t>(v >> 24);
 }
 inline uint32_t get32_le(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
 // ------------------------------------------------------------------ Internet checksum (RFC 1071)
@@ -122,9 +122,14 @@ inline void store_csum(uint8_t* p, uint16_t folded_complemented) { std::memcpy(p
 /// UDP checksum over the IPv6 pseudo-header and the whole datagram (checksum field must be 0).
 uint16_t udp6_checksum(const uint8_t* ip6, const uint8_t* udp, size_t udp_len) {
   uint64_t acc = csum_partial(ip6 + 8, 32, 0);  // source + destination address
-  const uint8_t tail[8] = {static_cast<uint8_t>(udp_len >> 24), static_cast<uint8_t>(udp_len >> 16),
-                           static_cast<uint8_t>(udp_len >> 8),  static_cast<uint8_t>(udp_len),
-                           0, 0, 0, kIpProtoUdp};
+  const uint8_t tail[8] = {static_cast<uint8_t>(udp_len >> 24),
+                           static_cast<uint8_t>(udp_len >> 16),
+                           static_cast<uint8_t>(udp_len >> 8),
+                           static_cast<uint8_t>(udp_len),
+                           0,
+                           0,
+                           0,
+                           kIpProtoUdp};
   acc = csum_partial(tail, sizeof(tail), acc);
   acc = csum_partial(udp, udp_len, acc);
   const uint16_t c = static_cast<uint16_t>(~csum_fold(acc));
@@ -163,7 +168,7 @@ uint32_t icrc_of(const uint8_t* frame, size_t l3, bool v6, size_t end) {
     ip[1] = 0xff;   // traffic class low nibble + flow label
     ip[2] = 0xff;
     ip[3] = 0xff;
-    ip[7] = 0xff;   // hop limit
+    ip[7] = 0xff;  // hop limit
   } else {
     ip[1] = 0xff;   // TOS (DSCP + ECN)
     ip[8] = 0xff;   // TTL
@@ -181,16 +186,16 @@ uint32_t icrc_of(const uint8_t* frame, size_t l3, bool v6, size_t end) {
 }
 
 constexpr uint64_t kRnrTimerNs[32] = {
-    655360000, 10000,    20000,    30000,    40000,     60000,     80000,     120000,
-    160000,    240000,   320000,   480000,   640000,    960000,    1280000,   1920000,
-    2560000,   3840000,  5120000,  7680000,  10240000,  15360000,  20480000,  30720000,
+    655360000, 10000,    20000,    30000,     40000,     60000,     80000,     120000,
+    160000,    240000,   320000,   480000,    640000,    960000,    1280000,   1920000,
+    2560000,   3840000,  5120000,  7680000,   10240000,  15360000,  20480000,  30720000,
     40960000,  61440000, 81920000, 122880000, 163840000, 245760000, 327680000, 491520000,
 };
 
 // AETH credit code -> credits (IBTA vol. 1 table 44); code 31 means "invalid / no credit info".
 constexpr uint32_t kCredits[31] = {
-    0,   1,   2,   3,    4,    6,    8,    12,   16,   24,   32,    48,    64,    96,    128,  192,
-    256, 384, 512, 768,  1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+    0,   1,   2,   3,   4,    6,    8,    12,   16,   24,   32,   48,    64,    96,    128,   192,
+    256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
 };
 
 }  // namespace
@@ -650,7 +655,8 @@ SegmentPlan plan_segments(MessageKind kind, uint32_t msg_len, uint32_t mtu) {
   plan.length = msg_len;
   plan.mtu = mtu;
   if (!valid_mtu(mtu)) return plan;
-  plan.num_packets = msg_len == 0 ? 1 : static_cast<uint32_t>((static_cast<uint64_t>(msg_len) + mtu - 1) / mtu);
+  plan.num_packets =
+      msg_len == 0 ? 1 : static_cast<uint32_t>((static_cast<uint64_t>(msg_len) + mtu - 1) / mtu);
   return plan;
 }
 

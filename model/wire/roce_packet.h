@@ -30,23 +30,23 @@ namespace hcasim::wire {
 
 // ------------------------------------------------------------------ constants
 
-constexpr uint16_t kRoceV2UdpPort = 4791;  ///< IANA port that marks a UDP datagram as RoCEv2
+constexpr uint16_t kRoceV2UdpPort = 4791;    ///< IANA port that marks a UDP datagram as RoCEv2
 constexpr uint16_t kEtherTypeIpv4 = 0x0800;  ///< EtherType of a RoCEv2-over-IPv4 frame
 constexpr uint16_t kEtherTypeIpv6 = 0x86dd;  ///< EtherType of a RoCEv2-over-IPv6 frame
 constexpr uint8_t kIpProtoUdp = 17;          ///< IPv4 protocol / IPv6 next header for UDP
 
-constexpr size_t kEthHeaderLen = 14;       ///< dst MAC, src MAC, EtherType
-constexpr size_t kIpv4HeaderLen = 20;      ///< RoCEv2 never uses IPv4 options
-constexpr size_t kIpv6HeaderLen = 40;      ///< RoCEv2 never uses IPv6 extension headers
-constexpr size_t kUdpHeaderLen = 8;        ///< source port, destination port, length, checksum
-constexpr size_t kBthLen = 12;             ///< Base Transport Header
-constexpr size_t kRethLen = 16;            ///< RDMA ETH: va, rkey, dma length
-constexpr size_t kAethLen = 4;             ///< ACK ETH: syndrome, MSN
-constexpr size_t kImmDtLen = 4;            ///< immediate data
-constexpr size_t kIethLen = 4;             ///< invalidate ETH: rkey to invalidate
-constexpr size_t kAtomicEthLen = 28;       ///< va, rkey, swap/add, compare
-constexpr size_t kAtomicAckEthLen = 8;     ///< original remote data
-constexpr size_t kIcrcLen = 4;             ///< invariant CRC, last 4 bytes of every frame
+constexpr size_t kEthHeaderLen = 14;    ///< dst MAC, src MAC, EtherType
+constexpr size_t kIpv4HeaderLen = 20;   ///< RoCEv2 never uses IPv4 options
+constexpr size_t kIpv6HeaderLen = 40;   ///< RoCEv2 never uses IPv6 extension headers
+constexpr size_t kUdpHeaderLen = 8;     ///< source port, destination port, length, checksum
+constexpr size_t kBthLen = 12;          ///< Base Transport Header
+constexpr size_t kRethLen = 16;         ///< RDMA ETH: va, rkey, dma length
+constexpr size_t kAethLen = 4;          ///< ACK ETH: syndrome, MSN
+constexpr size_t kImmDtLen = 4;         ///< immediate data
+constexpr size_t kIethLen = 4;          ///< invalidate ETH: rkey to invalidate
+constexpr size_t kAtomicEthLen = 28;    ///< va, rkey, swap/add, compare
+constexpr size_t kAtomicAckEthLen = 8;  ///< original remote data
+constexpr size_t kIcrcLen = 4;          ///< invariant CRC, last 4 bytes of every frame
 
 /// Longest header stack: Eth + IPv6 + UDP + BTH + AtomicETH (the largest extension set).
 constexpr size_t kMaxHeaderLen = kEthHeaderLen + kIpv6HeaderLen + kUdpHeaderLen + kBthLen + kAtomicEthLen;
@@ -95,19 +95,19 @@ enum class BthOpcode : uint8_t {
 
 /// Per-opcode property bits; one switch answers every predicate so each compiles to a table lookup.
 namespace opflag {
-constexpr uint16_t kValid = 1u << 0;        ///< an RC opcode this library knows
-constexpr uint16_t kReth = 1u << 1;         ///< carries a RETH
-constexpr uint16_t kImm = 1u << 2;          ///< carries ImmDt
-constexpr uint16_t kAeth = 1u << 3;         ///< carries an AETH
-constexpr uint16_t kAtomicEth = 1u << 4;    ///< carries an AtomicETH
-constexpr uint16_t kAtomicAckEth = 1u << 5; ///< carries an AtomicAckETH
-constexpr uint16_t kIeth = 1u << 6;         ///< carries an IETH
-constexpr uint16_t kPayload = 1u << 7;      ///< may carry payload bytes
-constexpr uint16_t kFirst = 1u << 8;        ///< first packet of a multi-packet message
-constexpr uint16_t kMiddle = 1u << 9;       ///< middle packet (full MTU)
-constexpr uint16_t kLast = 1u << 10;        ///< last packet of a multi-packet message
-constexpr uint16_t kOnly = 1u << 11;        ///< the packet is the whole message / exchange
-constexpr uint16_t kRequest = 1u << 12;     ///< sent by the requester (else by the responder)
+constexpr uint16_t kValid = 1u << 0;         ///< an RC opcode this library knows
+constexpr uint16_t kReth = 1u << 1;          ///< carries a RETH
+constexpr uint16_t kImm = 1u << 2;           ///< carries ImmDt
+constexpr uint16_t kAeth = 1u << 3;          ///< carries an AETH
+constexpr uint16_t kAtomicEth = 1u << 4;     ///< carries an AtomicETH
+constexpr uint16_t kAtomicAckEth = 1u << 5;  ///< carries an AtomicAckETH
+constexpr uint16_t kIeth = 1u << 6;          ///< carries an IETH
+constexpr uint16_t kPayload = 1u << 7;       ///< may carry payload bytes
+constexpr uint16_t kFirst = 1u << 8;         ///< first packet of a multi-packet message
+constexpr uint16_t kMiddle = 1u << 9;        ///< middle packet (full MTU)
+constexpr uint16_t kLast = 1u << 10;         ///< last packet of a multi-packet message
+constexpr uint16_t kOnly = 1u << 11;         ///< the packet is the whole message / exchange
+constexpr uint16_t kRequest = 1u << 12;      ///< sent by the requester (else by the responder)
 }  // namespace opflag
 
 /** @brief Property bits (opflag::*) of an opcode; 0 for an opcode outside the RC set. */
@@ -125,7 +125,8 @@ constexpr uint16_t opcode_flags(BthOpcode op) {
     case BthOpcode::RDMA_WRITE_LAST: return kValid | kRequest | kPayload | kLast;
     case BthOpcode::RDMA_WRITE_LAST_WITH_IMMEDIATE: return kValid | kRequest | kPayload | kLast | kImm;
     case BthOpcode::RDMA_WRITE_ONLY: return kValid | kRequest | kPayload | kOnly | kReth;
-    case BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE: return kValid | kRequest | kPayload | kOnly | kReth | kImm;
+    case BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE:
+      return kValid | kRequest | kPayload | kOnly | kReth | kImm;
     case BthOpcode::RDMA_READ_REQUEST: return kValid | kRequest | kOnly | kReth;
     case BthOpcode::RDMA_READ_RESPONSE_FIRST: return kValid | kPayload | kFirst | kAeth;
     case BthOpcode::RDMA_READ_RESPONSE_MIDDLE: return kValid | kPayload | kMiddle;
@@ -185,7 +186,8 @@ constexpr size_t ext_header_length(BthOpcode op) {
          ((f & opflag::kAeth) ? kAethLen : 0) + ((f & opflag::kAtomicAckEth) ? kAtomicAckEthLen : 0);
 }
 
-/** @brief Short readable name ("SEND_ONLY_IMM", "WRITE_FIRST", "READ_RESP_LAST", "ACK"...); "UNKNOWN" otherwise. */
+/** @brief Short readable name ("SEND_ONLY_IMM", "WRITE_FIRST", "READ_RESP_LAST", "ACK"...); "UNKNOWN"
+ * otherwise. */
 const char* opcode_name(BthOpcode op);
 
 // ------------------------------------------------------------------ headers
@@ -237,7 +239,7 @@ struct Headers {
   uint8_t ttl = 64;           ///< IPv4 TTL / IPv6 hop limit (verbs grh.hop_limit)
   /// IPv4 TOS byte / IPv6 traffic class: DSCP in bits 7..2, ECN in bits 1..0 (verbs grh.traffic_class).
   uint8_t traffic_class = 0;
-  uint32_t flow_label = 0;    ///< 20-bit IPv6 flow label; unused for IPv4
+  uint32_t flow_label = 0;  ///< 20-bit IPv6 flow label; unused for IPv4
   /// IPv6 only: true computes the real UDP checksum (Wireshark flags a zero one as an error), false
   /// sends 0 like Linux rxe. IPv4 always sends 0. parse_frame() reports whether an IPv6 frame had one.
   bool ipv6_udp_checksum = true;
@@ -247,21 +249,21 @@ struct Headers {
 
   // BTH
   BthOpcode opcode = BthOpcode::SEND_ONLY;  ///< decides which extension headers are present
-  bool se = false;         ///< solicited event
-  bool migreq = false;     ///< migration request (APM); carried through unchanged
-  uint8_t pad = 0;         ///< output only: parse_frame() reports it, build_frame() computes it
-  uint8_t tver = 0;        ///< transport header version; must be 0
+  bool se = false;                          ///< solicited event
+  bool migreq = false;                      ///< migration request (APM); carried through unchanged
+  uint8_t pad = 0;               ///< output only: parse_frame() reports it, build_frame() computes it
+  uint8_t tver = 0;              ///< transport header version; must be 0
   uint16_t pkey = kDefaultPkey;  ///< partition key
-  uint32_t dest_qp = 0;    ///< 24-bit destination QPN
-  bool ackreq = false;     ///< ask the responder for an ACK
-  uint32_t psn = 0;        ///< 24-bit packet sequence number
+  uint32_t dest_qp = 0;          ///< 24-bit destination QPN
+  bool ackreq = false;           ///< ask the responder for an ACK
+  uint32_t psn = 0;              ///< 24-bit packet sequence number
 
   // Extension headers (present according to opcode)
   Reth reth;  ///< used when has_reth(opcode)
   Aeth aeth;  ///< used when has_aeth(opcode)
   /// ImmDt exactly as verbs holds it (ibv_send_wr::imm_data / ibv_wc::imm_data): network order, copied raw.
   uint32_t imm_data = 0;
-  uint32_t ieth_rkey = 0;  ///< rkey to invalidate (host order, like ibv_send_wr::invalidate_rkey)
+  uint32_t ieth_rkey = 0;       ///< rkey to invalidate (host order, like ibv_send_wr::invalidate_rkey)
   AtomicEth atomic_eth;         ///< used when has_atomic_eth(opcode)
   AtomicAckEth atomic_ack_eth;  ///< used when has_atomic_ack_eth(opcode)
 };
@@ -281,7 +283,8 @@ void ipv4_to_gid(uint32_t ipv4, uint8_t gid[16]);
  */
 void set_l3_from_gids(Headers& h, const uint8_t sgid[16], const uint8_t dgid[16]);
 
-/** @brief The inverse of set_l3_from_gids(): the GIDs a received frame's addresses stand for (fills ibv_grh/ibv_wc). */
+/** @brief The inverse of set_l3_from_gids(): the GIDs a received frame's addresses stand for (fills
+ * ibv_grh/ibv_wc). */
 void gids_from_l3(const Headers& h, uint8_t sgid[16], uint8_t dgid[16]);
 
 /**
@@ -348,23 +351,23 @@ uint32_t stored_icrc(const uint8_t* frame, size_t frame_len);
 
 /** @brief Why parse_frame() rejected a frame; Ok is 0 so `if (err != ParseError::Ok)` reads naturally. */
 enum class ParseError : uint8_t {
-  Ok = 0,              ///< valid frame; ParsedFrame fully filled
-  Truncated,           ///< shorter than the headers or than the IP length says
-  BadEtherType,        ///< neither IPv4 nor IPv6 (VLAN tags are not supported)
-  BadIpVersion,        ///< IP version nibble disagrees with the EtherType
-  BadIpHeaderLength,   ///< IPv4 IHL != 5 (RoCEv2 carries no options)
-  BadIpChecksum,       ///< IPv4 header checksum wrong
-  IpFragment,          ///< IPv4 MF set or fragment offset != 0
-  BadIpLength,         ///< IPv4 total length / IPv6 payload length inconsistent
-  NotUdp,              ///< IP protocol / next header is not UDP
-  BadUdpLength,        ///< UDP length disagrees with the IP length
-  NotRoceV2Port,       ///< UDP destination port is not 4791
-  BadBthVersion,       ///< BTH TVer != 0
-  UnknownOpcode,       ///< not an RC opcode this library handles
-  BadLength,           ///< too short for BTH + extension headers + ICRC, or not a 4-byte multiple
-  BadPadCount,         ///< pad count larger than the payload area, or non-zero without payload
-  UnexpectedPayload,   ///< payload bytes after an opcode that carries none
-  BadIcrc,             ///< ICRC mismatch
+  Ok = 0,             ///< valid frame; ParsedFrame fully filled
+  Truncated,          ///< shorter than the headers or than the IP length says
+  BadEtherType,       ///< neither IPv4 nor IPv6 (VLAN tags are not supported)
+  BadIpVersion,       ///< IP version nibble disagrees with the EtherType
+  BadIpHeaderLength,  ///< IPv4 IHL != 5 (RoCEv2 carries no options)
+  BadIpChecksum,      ///< IPv4 header checksum wrong
+  IpFragment,         ///< IPv4 MF set or fragment offset != 0
+  BadIpLength,        ///< IPv4 total length / IPv6 payload length inconsistent
+  NotUdp,             ///< IP protocol / next header is not UDP
+  BadUdpLength,       ///< UDP length disagrees with the IP length
+  NotRoceV2Port,      ///< UDP destination port is not 4791
+  BadBthVersion,      ///< BTH TVer != 0
+  UnknownOpcode,      ///< not an RC opcode this library handles
+  BadLength,          ///< too short for BTH + extension headers + ICRC, or not a 4-byte multiple
+  BadPadCount,        ///< pad count larger than the payload area, or non-zero without payload
+  UnexpectedPayload,  ///< payload bytes after an opcode that carries none
+  BadIcrc,            ///< ICRC mismatch
 };
 
 /** @brief Stable name of a ParseError ("Ok", "BadIcrc", ...), for logs and test messages. */
@@ -372,11 +375,11 @@ const char* parse_error_name(ParseError e);
 
 /** @brief A parsed frame: headers by value, payload by pointer into the caller's buffer. */
 struct ParsedFrame {
-  Headers h;                       ///< all header fields, host order (imm_data raw)
+  Headers h;                         ///< all header fields, host order (imm_data raw)
   const uint8_t* payload = nullptr;  ///< first payload byte inside the parsed buffer (null if none)
-  size_t payload_len = 0;          ///< payload bytes, pad excluded
-  size_t frame_len = 0;            ///< bytes the RoCE frame occupies (trailing Ethernet padding excluded)
-  uint32_t icrc = 0;               ///< the ICRC found in the frame
+  size_t payload_len = 0;            ///< payload bytes, pad excluded
+  size_t frame_len = 0;              ///< bytes the RoCE frame occupies (trailing Ethernet padding excluded)
+  uint32_t icrc = 0;                 ///< the ICRC found in the frame
 };
 
 /**
@@ -438,9 +441,13 @@ constexpr uint8_t kAethCreditInvalid = 0x1f;
 /** @brief ACK syndrome carrying a 5-bit credit code (see aeth_credit_code()). */
 constexpr uint8_t aeth_ack(uint8_t credit_code) { return static_cast<uint8_t>(credit_code & 0x1f); }
 /** @brief RNR NAK syndrome carrying a 5-bit RNR timer code (see rnr_timer_ns()). */
-constexpr uint8_t aeth_rnr_nak(uint8_t timer_code) { return static_cast<uint8_t>(0x20 | (timer_code & 0x1f)); }
+constexpr uint8_t aeth_rnr_nak(uint8_t timer_code) {
+  return static_cast<uint8_t>(0x20 | (timer_code & 0x1f));
+}
 /** @brief NAK syndrome. */
-constexpr uint8_t aeth_nak(NakCode code) { return static_cast<uint8_t>(0x60 | (static_cast<uint8_t>(code) & 0x1f)); }
+constexpr uint8_t aeth_nak(NakCode code) {
+  return static_cast<uint8_t>(0x60 | (static_cast<uint8_t>(code) & 0x1f));
+}
 /** @brief Kind of an AETH syndrome. */
 constexpr AethKind aeth_kind(uint8_t syndrome) { return static_cast<AethKind>((syndrome >> 5) & 3); }
 /** @brief Low 5 bits: credit code, RNR timer code or NAK code depending on aeth_kind(). */
@@ -457,7 +464,8 @@ uint8_t aeth_credit_code(uint32_t credits);
 
 /**
  * @brief RNR NAK timer (IBTA vol. 1 table 45) in nanoseconds.
- * Code 0 is the longest (655.36 ms), 1 the shortest (0.01 ms), then roughly x1.5 per step up to 31 (491.52 ms).
+ * Code 0 is the longest (655.36 ms), 1 the shortest (0.01 ms), then roughly x1.5 per step up to 31 (491.52
+ * ms).
  */
 uint64_t rnr_timer_ns(uint8_t code);
 
@@ -484,8 +492,8 @@ enum class MessageKind : uint8_t {
 /** @brief One packet of a segmented message. */
 struct Segment {
   BthOpcode opcode;  ///< FIRST/MIDDLE/LAST/ONLY variant of the message kind
-  uint32_t offset;  ///< payload offset within the message
-  uint32_t length;  ///< payload bytes in this packet
+  uint32_t offset;   ///< payload offset within the message
+  uint32_t length;   ///< payload bytes in this packet
 };
 
 /**
@@ -498,9 +506,9 @@ struct Segment {
  */
 struct SegmentPlan {
   MessageKind kind = MessageKind::Send;  ///< decides the opcodes
-  uint32_t length = 0;       ///< message bytes
-  uint32_t mtu = 0;          ///< path MTU in payload bytes
-  uint32_t num_packets = 0;  ///< 0 only for an invalid MTU
+  uint32_t length = 0;                   ///< message bytes
+  uint32_t mtu = 0;                      ///< path MTU in payload bytes
+  uint32_t num_packets = 0;              ///< 0 only for an invalid MTU
 
   /** @brief Opcode, payload offset and length of packet @p i (i < num_packets). */
   Segment segment(uint32_t i) const;

@@ -65,8 +65,8 @@ bool stop_device(const std::string& path) {
   if (fd < 0) return false;
   fabric::StatusReply r{};
   fabric::MsgHeader h{};
-  const bool ok = fabric::send_msg(fd, fabric::MsgType::Stop, nullptr, 0) &&
-                  fabric::recv_msg(fd, h, &r, sizeof r) > 0;
+  const bool ok =
+      fabric::send_msg(fd, fabric::MsgType::Stop, nullptr, 0) && fabric::recv_msg(fd, h, &r, sizeof r) > 0;
   close(fd);
   return ok;
 }

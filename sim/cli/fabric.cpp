@@ -56,9 +56,11 @@ int fabric_start(const SimOptions& so, const FabricOptions& fo) {
   const std::string log = fo.socket + ".log";
   const pid_t pid = start_device(fo, so.hosts ? so.hosts : 8, true, log);
   if (pid < 0) return fail("the fabric did not start; see %s", log.c_str());
-  std::printf("fabric running at %s (device pid %d, %u hosts, log %s)\n"
-              "join it with: export HCASIM_FABRIC=%s LD_LIBRARY_PATH=%s\n",
-              fo.socket.c_str(), int(pid), so.hosts ? so.hosts : 8, log.c_str(), fo.socket.c_str(), lib_dir_real().c_str());
+  std::printf(
+      "fabric running at %s (device pid %d, %u hosts, log %s)\n"
+      "join it with: export HCASIM_FABRIC=%s LD_LIBRARY_PATH=%s\n",
+      fo.socket.c_str(), int(pid), so.hosts ? so.hosts : 8, log.c_str(), fo.socket.c_str(),
+      lib_dir_real().c_str());
   return 0;
 }
 

@@ -62,7 +62,8 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
     const char* v = value();
     bool known = false;
     for (const char* p : kProfiles) known = known || (v && std::strcmp(v, p) == 0);
-    if (!known) return err("--profile: unknown profile '%s' (known: roce-100g roce-25g teaching)", v ? v : "");
+    if (!known)
+      return err("--profile: unknown profile '%s' (known: roce-100g roce-25g teaching)", v ? v : "");
     o.env.emplace_back("HCASIM_PROFILE", v);
   } else if (a == "--trace") {
     const char* v = value();
@@ -75,7 +76,10 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
   } else if (a == "--timeline" || a == "--vcd" || a == "--pcap") {
     const char* v = value();
     if (!v || !*v || std::strcmp(v, "--") == 0) return err("%s needs a FILE", a.c_str());
-    o.env.emplace_back(a == "--timeline" ? "HCASIM_TIMELINE" : a == "--vcd" ? "HCASIM_VCD" : "HCASIM_PCAP", v);
+    o.env.emplace_back(a == "--timeline" ? "HCASIM_TIMELINE"
+                       : a == "--vcd"    ? "HCASIM_VCD"
+                                         : "HCASIM_PCAP",
+                       v);
   } else if (a == "--stats") {
     o.env.emplace_back("HCASIM_STATS", "-");
   } else if (a == "--stats=json") {

@@ -34,10 +34,10 @@ struct RunRequest {
   std::string join;  ///< the fabric's socket (joined, or the private one once started)
   unsigned grace_s = 10;
   std::vector<std::vector<char*>> cmds;  ///< each command's argv, null-terminated
-  bool cross = false;       ///< on a cross-process fabric (else the in-process world)
-  bool step_stdin = false;  ///< step commands come on our stdin
-  pid_t device = -1;        ///< the private fabric's device process
-  std::string tmpdir;       ///< holds the private fabric's socket
+  bool cross = false;                    ///< on a cross-process fabric (else the in-process world)
+  bool step_stdin = false;               ///< step commands come on our stdin
+  pid_t device = -1;                     ///< the private fabric's device process
+  std::string tmpdir;                    ///< holds the private fabric's socket
 };
 
 /** @brief The options before the command; @p i ends at the command's first word. */
@@ -105,7 +105,9 @@ int check_run(RunRequest& r) {
     r.join = std::getenv("HCASIM_FABRIC");
   r.cross = r.fabric || r.cmds.size() > 1 || !r.join.empty();
   if (!r.join.empty() && !r.so.env.empty())
-    return fail("run --join: simulation options (trace, profile, ...) are the fabric's: give them to `hcasim fabric start`");
+    return fail(
+        "run --join: simulation options (trace, profile, ...) are the fabric's: give them to `hcasim fabric "
+        "start`");
   if (r.cross && r.so.step)
     return fail("step mode works in the in-process world only (one command, no --fabric/--join)");
   return kGoOn;
@@ -130,7 +132,8 @@ int setup_step(RunRequest& r) {
     r.step_stdin = true;
   } else {
     const int tty = open("/dev/tty", O_RDWR | O_CLOEXEC);
-    if (tty < 0) return fail("--step needs a terminal, step commands on a pipe as stdin, or --step-script FILE");
+    if (tty < 0)
+      return fail("--step needs a terminal, step commands on a pipe as stdin, or --step-script FILE");
     close(tty);
     so.env.emplace_back("HCASIM_STEP_SCRIPT", "/dev/tty");
   }
@@ -151,7 +154,7 @@ int start_private_fabric(RunRequest& r) {
   r.fo.socket = r.tmpdir + "/fabric.sock";
   // One host per command; a single --fabric command (a launcher whose children join) gets
   // room for 8 unless --hosts says otherwise.
-  const uint32_t hosts = r.so.hosts ? std::max<uint32_t>(r.so.hosts, uint32_t(r.cmds.size()))
+  const uint32_t hosts = r.so.hosts          ? std::max<uint32_t>(r.so.hosts, uint32_t(r.cmds.size()))
                          : r.cmds.size() > 1 ? uint32_t(r.cmds.size())
                                              : 8u;
   r.device = start_device(r.fo, hosts, false, "");
@@ -199,7 +202,8 @@ void inject_library(bool preload) {
 /** @brief Exit status of a waitpid() status, reporting a death by signal. */
 int exit_code(int status, const char* what) {
   if (WIFSIGNALED(status)) {
-    std::fprintf(stderr, "hcasim: '%s' died of signal %d (%s)\n", what, WTERMSIG(status), strsignal(WTERMSIG(status)));
+    std::fprintf(stderr, "hcasim: '%s' died of signal %d (%s)\n", what, WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
     return 128 + WTERMSIG(status);
   }
   return WEXITSTATUS(status);
@@ -242,7 +246,8 @@ int wait_commands(RunRequest& r, std::vector<pid_t>& pids) {
     }
     if (w == r.device) {
       std::fprintf(stderr, "hcasim: the fabric's device process ended unexpectedly (%s %d)\n",
-                   WIFSIGNALED(status) ? "signal" : "status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                   WIFSIGNALED(status) ? "signal" : "status",
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
       r.device = -1;
       if (!result) result = 1;
       continue;
@@ -254,7 +259,8 @@ int wait_commands(RunRequest& r, std::vector<pid_t>& pids) {
       const int code = exit_code(status, r.cmds[c][0]);
       if (code != 0 && result == 0) {
         result = code;
-        if (r.cmds.size() > 1) std::fprintf(stderr, "hcasim: command %zu ('%s') exited with %d\n", c, r.cmds[c][0], code);
+        if (r.cmds.size() > 1)
+          std::fprintf(stderr, "hcasim: command %zu ('%s') exited with %d\n", c, r.cmds[c][0], code);
       }
       if (code != 0 && !failed && left) {
         failed = true;

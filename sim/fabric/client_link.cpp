@@ -69,14 +69,15 @@ class FabricClient {
   std::vector<std::unique_ptr<RemoteLink>> links_;
   std::mutex isr_mu_;
   std::function<void(uint32_t)> isr_[kMaxHcasPerHost];
-  uint64_t isr_seen_[kMaxHcasPerHost] = {};  ///< interrupt counts already handled (isr_mu_)
+  uint64_t isr_seen_[kMaxHcasPerHost] = {};                 ///< interrupt counts already handled (isr_mu_)
   std::atomic<uint64_t> irq_counts_[kMaxHcasPerHost] = {};  ///< latest counts from the device
 };
 
 /** @brief One HCA of this host, reached through the device process. */
 class RemoteLink : public drv::HcaLink {
  public:
-  RemoteLink(FabricClient& c, uint32_t index, std::string name) : c_(c), index_(index), name_(std::move(name)) {}
+  RemoteLink(FabricClient& c, uint32_t index, std::string name)
+      : c_(c), index_(index), name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
   void exec(hw::CmdMailbox& mb) override {
     CommandMsg m{index_, mb};
@@ -143,9 +144,10 @@ bool FabricClient::join() {
   }
   life_fd_ = connect_socket(path_);
   if (life_fd_ < 0) {
-    std::fprintf(stderr,
-                 "hcasim: cannot reach the fabric at HCASIM_FABRIC=%s: %s (start one with `hcasim fabric start`)\n",
-                 path_.c_str(), std::strerror(errno));
+    std::fprintf(
+        stderr,
+        "hcasim: cannot reach the fabric at HCASIM_FABRIC=%s: %s (start one with `hcasim fabric start`)\n",
+        path_.c_str(), std::strerror(errno));
     return false;
   }
   // The device reads and writes this process's memory by address (process_vm_readv/writev):
@@ -159,7 +161,8 @@ bool FabricClient::join() {
   MsgHeader h{};
   if (!send_msg(life_fd_, MsgType::Hello, &m, sizeof m, nullptr, 0, &irq_fd_, 1) ||
       recv_msg(life_fd_, h, &r, sizeof r) <= 0 || h.type != MsgType::Hello || h.len != sizeof r) {
-    std::fprintf(stderr, "hcasim: the fabric at %s did not answer HELLO: %s\n", path_.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "hcasim: the fabric at %s did not answer HELLO: %s\n", path_.c_str(),
+                 std::strerror(errno));
     return false;
   }
   if (r.status != 0) {
@@ -185,7 +188,8 @@ std::vector<drv::HcaLink*> FabricClient::links() const {
 
 void FabricClient::lost(const char* what) {
   if (!gone_.exchange(true))
-    std::fprintf(stderr, "hcasim: lost the fabric at %s (%s): the device process is gone\n", path_.c_str(), what);
+    std::fprintf(stderr, "hcasim: lost the fabric at %s (%s): the device process is gone\n", path_.c_str(),
+                 what);
 }
 
 int FabricClient::conn() {
@@ -194,7 +198,8 @@ int FabricClient::conn() {
   if (getpid() != pid_) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      std::fprintf(stderr, "hcasim: a forked child cannot use its parent's simulated HCAs (pid %d)\n", int(getpid()));
+      std::fprintf(stderr, "hcasim: a forked child cannot use its parent's simulated HCAs (pid %d)\n",
+                   int(getpid()));
     return -1;
   }
   if (tc.fd >= 0 && tc.pid == pid_) return tc.fd;
@@ -253,7 +258,8 @@ void FabricClient::run_isrs(const uint64_t* counts) {
   }
   if (ran) {
     const uint64_t one = 1;
-    if (write(activity_fd_, &one, sizeof one) < 0) { /* saturated: already readable */ }
+    if (write(activity_fd_, &one, sizeof one) < 0) { /* saturated: already readable */
+    }
   }
 }
 
@@ -289,7 +295,8 @@ void FabricClient::irq_thread() {
     for (size_t i = 0; i < links_.size(); ++i)
       if (isr_[i]) isr_[i](0);
     const uint64_t one = 1;
-    if (write(activity_fd_, &one, sizeof one) < 0) { /* saturated */ }
+    if (write(activity_fd_, &one, sizeof one) < 0) { /* saturated */
+    }
   }
 }
 

@@ -18,8 +18,9 @@
 
 namespace {
 int usage() {
-  std::fprintf(stderr,
-               "usage: hcasim-device --socket PATH [--hosts N] [--hcas-per-host K] [--quiet-us N] [--ready-fd FD]\n");
+  std::fprintf(
+      stderr,
+      "usage: hcasim-device --socket PATH [--hosts N] [--hcas-per-host K] [--quiet-us N] [--ready-fd FD]\n");
   return 2;
 }
 bool parse(const char* s, uint64_t lo, uint64_t hi, uint64_t& out) {
@@ -57,8 +58,8 @@ int main(int argc, char** argv) {
   }
   if (opt.socket.empty()) return usage();
   if (opt.hosts * opt.hcas_per_host > 64) {
-    std::fprintf(stderr, "hcasim-device: %u hosts x %u HCAs is more than the 64 HCAs a fabric holds\n", opt.hosts,
-                 opt.hcas_per_host);
+    std::fprintf(stderr, "hcasim-device: %u hosts x %u HCAs is more than the 64 HCAs a fabric holds\n",
+                 opt.hosts, opt.hcas_per_host);
     return 2;
   }
   hcasim::sim::WorldConfig cfg;
@@ -68,11 +69,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (cfg.step) {
-    std::fprintf(stderr, "hcasim-device: step mode works in the in-process world only (hcasim run with one command)\n");
+    std::fprintf(
+        stderr,
+        "hcasim-device: step mode works in the in-process world only (hcasim run with one command)\n");
     return 2;
   }
   cfg.hosts = opt.hosts * opt.hcas_per_host;
-  cfg.idle_us = 0;  // the server decides when time moves
+  cfg.idle_us = 0;                            // the server decides when time moves
   auto* world = new hcasim::sim::World(cfg);  // never destroyed: SystemC's globals go first at exit
   hcasim::fabric::DeviceServer server(*world, opt);
   if (!server.listen(err)) {

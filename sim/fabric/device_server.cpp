@@ -70,7 +70,8 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
   bool write(uint8_t* hva, const void* src, uint64_t len) override {
     if (!pid) return gone();
     iovec local{const_cast<void*>(src), len}, remote{hva, len};
-    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len)) return errno == ESRCH ? gone() : false;
+    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len))
+      return errno == ESRCH ? gone() : false;
     ++*visible;
     return true;
   }
@@ -103,7 +104,9 @@ struct DeviceServer::Msg {
 };
 
 DeviceServer::DeviceServer(sim::World& world, const DeviceOptions& opt)
-    : world_(world), opt_(opt), buf_(kMaxMessage),
+    : world_(world),
+      opt_(opt),
+      buf_(kMaxMessage),
       next_token_(sim::Engine::mono_ns() * 0x9e3779b97f4a7c15ull ^ uint64_t(getpid())) {
   for (size_t i = 0; i < world_.size(); ++i) {
     slots_.push_back(std::make_unique<Slot>());
@@ -159,7 +162,8 @@ bool DeviceServer::listen(std::string& err) {
     return false;
   }
   if (opt_.ready_fd >= 0) {
-    if (write(opt_.ready_fd, "ready\n", 6) < 0) { /* the starter went away: serve anyway */ }
+    if (write(opt_.ready_fd, "ready\n", 6) < 0) { /* the starter went away: serve anyway */
+    }
     ::close(opt_.ready_fd);
     opt_.ready_fd = -1;
   }
@@ -181,7 +185,8 @@ DeviceServer::Host* DeviceServer::pick_host(const HelloMsg& m, int& err, std::st
   if (m.want_host >= 0) {
     if (uint32_t(m.want_host) >= hosts_.size()) {
       err = EINVAL;
-      why = "HCASIM_HOST=" + std::to_string(m.want_host) + ": the fabric has hosts 0.." + std::to_string(hosts_.size() - 1);
+      why = "HCASIM_HOST=" + std::to_string(m.want_host) + ": the fabric has hosts 0.." +
+            std::to_string(hosts_.size() - 1);
       return nullptr;
     }
     Host* h = hosts_[size_t(m.want_host)].get();
@@ -216,13 +221,15 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
       ++sp->irqs;
       ++hp->visible;
       const uint64_t one = 1;
-      if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */ }
+      if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */
+      }
     });
     r.trace_on = hca.tracer().on() ? 1 : 0;
     std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
     if (hca.tracer().on())
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
-                        model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h.index, int(h.pid), r.names[i]);
+                        model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h.index, int(h.pid),
+                        r.names[i]);
   }
 }
 
@@ -236,8 +243,10 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   };
   if (m.version != kProtocolVersion)
     return refuse(EPROTO, "protocol version " + std::to_string(m.version) + ", device speaks " +
-                              std::to_string(kProtocolVersion) + " (client and hcasim-device from different builds)");
-  if (nfds != 1) return refuse(EINVAL, "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds));
+                              std::to_string(kProtocolVersion) +
+                              " (client and hcasim-device from different builds)");
+  if (nfds != 1)
+    return refuse(EINVAL, "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds));
   int err = 0;
   std::string why;
   Host* h = pick_host(m, err, why);
@@ -269,8 +278,8 @@ void DeviceServer::host_gone(Host& h) {
     model::Hca& hca = world_.hca(n);
     if (hca.tracer().on())
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
-                        model::TraceFields(), "host %d left the fabric (pid %d ended): reset of %s", h.index, int(h.pid),
-                        hca.identity().name.c_str());
+                        model::TraceFields(), "host %d left the fabric (pid %d ended): reset of %s", h.index,
+                        int(h.pid), hca.identity().name.c_str());
     s.mem.pid = 0;
     hca.function_reset();
   }
@@ -321,34 +330,23 @@ bool DeviceServer::handle(Conn& c, const Msg& m) {
   if (m.nfds) return bad(c, m, "descriptors outside HELLO");
   // Messages of any connection (a CLI asking for status has no host) ...
   switch (m.h.type) {
-    case MsgType::Attach:
-      return on_attach(c, m);
-    case MsgType::Status:
-      return on_status(c);
-    case MsgType::Stop:
-      return on_stop(c);
-    case MsgType::Control:
-      return on_control(c, m);
-    default:
-      break;
+    case MsgType::Attach: return on_attach(c, m);
+    case MsgType::Status: return on_status(c);
+    case MsgType::Stop: return on_stop(c);
+    case MsgType::Control: return on_control(c, m);
+    default: break;
   }
   // ... and those of a host's connections.
   if (c.host < 0) return bad(c, m, "request before HELLO/ATTACH");
   switch (m.h.type) {
-    case MsgType::Command:
-      return on_command(c, m);
+    case MsgType::Command: return on_command(c, m);
     case MsgType::Doorbell:
-    case MsgType::DoorbellSync:
-      return on_doorbell(c, m);
+    case MsgType::DoorbellSync: return on_doorbell(c, m);
     case MsgType::Map:
-    case MsgType::Unmap:
-      return on_map(c, m);
-    case MsgType::Wait:
-      return on_wait(c);
-    case MsgType::Trace:
-      return on_trace(c, m);
-    default:
-      return bad(c, m, "unknown message type");
+    case MsgType::Unmap: return on_map(c, m);
+    case MsgType::Wait: return on_wait(c);
+    case MsgType::Trace: return on_trace(c, m);
+    default: return bad(c, m, "unknown message type");
   }
 }
 
@@ -396,24 +394,19 @@ bool DeviceServer::on_control(Conn& c, const Msg& m) {
   std::lock_guard<std::recursive_mutex> g(e.mutex());
   model::Hca* hca = world_.find(cm.device);
   switch (cm.op) {
-    case ControlOp::NowNs:
-      r.value = e.now_ps() / 1000;
-      break;
+    case ControlOp::NowNs: r.value = e.now_ps() / 1000; break;
     case ControlOp::DropRx:
       if (hca)
         sim::drop_rx(*hca, cm.qpn, cm.psn, cm.count);
       else
         r.rc = -1;
       break;
-    case ControlOp::Counter:
-      r.rc = hca && sim::stat_by_name(hca->stats(), cm.name, r.value) ? 0 : -1;
-      break;
+    case ControlOp::Counter: r.rc = hca && sim::stat_by_name(hca->stats(), cm.name, r.value) ? 0 : -1; break;
     case ControlOp::StatsJson:
       text = world_.stats_json();
       if (text.size() > kMaxMessage - sizeof r - 64) text.resize(kMaxMessage - sizeof r - 64);
       break;
-    default:
-      r.rc = -1;
+    default: r.rc = -1;
   }
   send_msg(c.fd, MsgType::Control, &r, sizeof r, text.data(), text.size());
   return true;
@@ -545,7 +538,8 @@ std::string DeviceServer::status_text() {
   char line[256];
   size_t used = 0;
   for (auto& h : hosts_) used += h->alive ? 1 : 0;
-  std::snprintf(line, sizeof line, "fabric %s: pid %d, %zu of %zu hosts in use, %u HCA(s) per host, %.3f us simulated\n",
+  std::snprintf(line, sizeof line,
+                "fabric %s: pid %d, %zu of %zu hosts in use, %u HCA(s) per host, %.3f us simulated\n",
                 opt_.socket.c_str(), int(getpid()), used, hosts_.size(), opt_.hcas_per_host,
                 double(e.now_ps()) / 1e6);
   std::string s = line;
@@ -568,7 +562,7 @@ std::string DeviceServer::status_text() {
 }
 
 int DeviceServer::run() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);

@@ -41,17 +41,17 @@ constexpr uint32_t kMaxHcasPerHost = 8;
 constexpr size_t kMaxMessage = 1 << 20;
 
 enum class MsgType : uint32_t {
-  Hello = 1,   ///< client → device: become a host (first connection). Reply: HelloReply.
-  Attach,      ///< client → device: another connection of a host. Reply: Status.
-  Command,     ///< firmware command. Reply: the mailbox.
-  Doorbell,    ///< UAR store. No reply.
-  Map,         ///< IOMMU map. Reply: Status.
-  Unmap,       ///< IOMMU unmap. Reply: Status.
-  Wait,        ///< the program waits: advance simulated time. Reply: WaitReply.
-  Trace,       ///< a driver-side trace line. No reply.
-  Control,     ///< simulator control API (sim_control.h). Reply: ControlReply.
-  Status,      ///< `hcasim fabric status`. Reply: text.
-  Stop,        ///< `hcasim fabric stop`. Reply: Status, then the device exits.
+  Hello = 1,     ///< client → device: become a host (first connection). Reply: HelloReply.
+  Attach,        ///< client → device: another connection of a host. Reply: Status.
+  Command,       ///< firmware command. Reply: the mailbox.
+  Doorbell,      ///< UAR store. No reply.
+  Map,           ///< IOMMU map. Reply: Status.
+  Unmap,         ///< IOMMU unmap. Reply: Status.
+  Wait,          ///< the program waits: advance simulated time. Reply: WaitReply.
+  Trace,         ///< a driver-side trace line. No reply.
+  Control,       ///< simulator control API (sim_control.h). Reply: ControlReply.
+  Status,        ///< `hcasim fabric status`. Reply: text.
+  Stop,          ///< `hcasim fabric stop`. Reply: Status, then the device exits.
   DoorbellSync,  ///< UAR store acknowledged once issued (CQ arm). Reply: Status.
 };
 
@@ -67,9 +67,9 @@ struct HelloMsg {
   uint32_t rsvd;      ///< passed with it (SCM_RIGHTS): the host's interrupt eventfd
 };
 struct HelloReply {
-  int32_t status;     ///< 0, or an errno (then `error` says why)
-  int32_t host;       ///< host index
-  uint64_t token;     ///< proves ATTACH connections belong to this host
+  int32_t status;  ///< 0, or an errno (then `error` says why)
+  int32_t host;    ///< host index
+  uint64_t token;  ///< proves ATTACH connections belong to this host
   uint32_t n_hcas;
   uint8_t trace_on;
   uint8_t rsvd[3];
@@ -130,8 +130,8 @@ struct ControlReply {
  * @brief Send one message (header + payload parts), optionally passing descriptors.
  * Returns false on error (errno set). Never raises SIGPIPE.
  */
-inline bool send_msg(int fd, MsgType type, const void* a, size_t alen, const void* b = nullptr, size_t blen = 0,
-                     const int* fds = nullptr, uint32_t nfds = 0) {
+inline bool send_msg(int fd, MsgType type, const void* a, size_t alen, const void* b = nullptr,
+                     size_t blen = 0, const int* fds = nullptr, uint32_t nfds = 0) {
   MsgHeader h{type, uint32_t(alen + blen)};
   iovec iov[3] = {{&h, sizeof h}, {const_cast<void*>(a), alen}, {const_cast<void*>(b), blen}};
   msghdr m{};

@@ -15,8 +15,8 @@ static bool contains(const std::vector<T>& v, T x) {
 }
 
 bool TraceFilter::keep(const model::TraceEvent& ev) const {
-  return contains(hosts, ev.host) && (qpns.empty() || contains(qpns, ev.qpn)) &&
-         contains(units, ev.unit) && contains(kinds, ev.kind);
+  return contains(hosts, ev.host) && (qpns.empty() || contains(qpns, ev.qpn)) && contains(units, ev.unit) &&
+         contains(kinds, ev.kind);
 }
 
 bool TraceFilter::may_keep(model::TraceUnit u, model::TraceKind k) const {
@@ -75,8 +75,8 @@ bool TraceFilter::parse(const std::string& spec, std::string& err) {
 const char* text_trace_header() {
   static char line[128];
   if (!line[0])
-    snprintf(line, sizeof line, "# %16s  %-8s %-9s %-11s %-8s  %s\n", "sim time (ns)", "host", "unit", "event",
-             "qpn", "facts");
+    snprintf(line, sizeof line, "# %16s  %-8s %-9s %-11s %-8s  %s\n", "sim time (ns)", "host", "unit",
+             "event", "qpn", "facts");
   return line;
 }
 

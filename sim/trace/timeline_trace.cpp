@@ -53,11 +53,16 @@ bool psn_in(uint32_t psn, uint32_t first, uint32_t last) {
 
 TimelineSink::TimelineSink(FILE* out, bool own, std::vector<std::string> host_names,
                            std::function<uint64_t(uint32_t)> wire_ps)
-    : out_(out), own_(own), names_(std::move(host_names)), wire_ps_(std::move(wire_ps)),
-      seen_proc_(names_.size()), seen_thread_(names_.size() * kUnits) {
-  std::fputs("{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"generator\":\"hcasim\",\"clock\":\"simulated time\"},\n"
-             "\"traceEvents\":[\n",
-             out_);
+    : out_(out),
+      own_(own),
+      names_(std::move(host_names)),
+      wire_ps_(std::move(wire_ps)),
+      seen_proc_(names_.size()),
+      seen_thread_(names_.size() * kUnits) {
+  std::fputs(
+      "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"generator\":\"hcasim\",\"clock\":\"simulated time\"},\n"
+      "\"traceEvents\":[\n",
+      out_);
 }
 
 TimelineSink::~TimelineSink() { finish(); }
@@ -93,10 +98,11 @@ void TimelineSink::meta(uint32_t host, TraceUnit unit) {
   if (!seen_thread_[ti]) {
     seen_thread_[ti] = true;
     char b[256];
-    snprintf(b, sizeof b,
-             "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"%s\"}},\n"
-             "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%u,\"tid\":%u,\"args\":{\"sort_index\":%u}}",
-             first_ ? "" : ",\n", pid, tid, model::unit_name(unit), pid, tid, tid);
+    snprintf(
+        b, sizeof b,
+        "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"%s\"}},\n"
+        "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%u,\"tid\":%u,\"args\":{\"sort_index\":%u}}",
+        first_ ? "" : ",\n", pid, tid, model::unit_name(unit), pid, tid, tid);
     s += b;
     first_ = false;
   }
@@ -310,25 +316,19 @@ void TimelineSink::link_cqe(const TraceEvent& ev) {
 
 void TimelineSink::link(const TraceEvent& ev) {
   switch (ev.kind) {
-    case TraceKind::Post:
-      return link_post(ev);
-    case TraceKind::Doorbell:
-      return link_doorbell(ev);
+    case TraceKind::Post: return link_post(ev);
+    case TraceKind::Doorbell: return link_doorbell(ev);
     case TraceKind::WqeFetch:
-    case TraceKind::WqeDecode:
-      return link_wqe(ev);
+    case TraceKind::WqeDecode: return link_wqe(ev);
     case TraceKind::PktTx:
     case TraceKind::PktRx:
       if (ev.unit == TraceUnit::Requester) return link_requester(ev);
       if (ev.unit == TraceUnit::Port) return link_packet(ev);
       return;
     case TraceKind::Ack:
-    case TraceKind::Nak:
-      return link_ack(ev);
-    case TraceKind::CqeWrite:
-      return link_cqe(ev);
-    default:
-      return;
+    case TraceKind::Nak: return link_ack(ev);
+    case TraceKind::CqeWrite: return link_cqe(ev);
+    default: return;
   }
 }
 

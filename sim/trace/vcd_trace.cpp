@@ -33,7 +33,9 @@ std::string qp_scope(uint32_t qpn) {
 
 VcdSink::VcdSink(const std::string& path, std::vector<std::string> host_names,
                  std::function<uint64_t(uint32_t)> wire_ps, uint64_t strobe_ps)
-    : path_(path), names_(std::move(host_names)), wire_ps_(std::move(wire_ps)),
+    : path_(path),
+      names_(std::move(host_names)),
+      wire_ps_(std::move(wire_ps)),
       strobe_ps_(strobe_ps ? strobe_ps : 1) {
   out_ = std::fopen(path.c_str(), "w");
   body_ = std::tmpfile();
@@ -200,8 +202,7 @@ void VcdSink::record(const TraceEvent& ev) {
       if (ev.unit == TraceUnit::Eq && f.queue != kTraceNone)
         pulse(var(h, "", ("msix" + std::to_string(f.queue)).c_str(), 1, true), strobe_ps_);
       return;
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -216,10 +217,11 @@ void VcdSink::finish() {
   }
   flush_falls(~0ull, true);
   FILE* o = out_;
-  std::fputs("$version hcasim (simulated HCA signals from the trace) $end\n"
-             "$comment time is simulated time; strobes are 1 for a fixed width $end\n"
-             "$timescale 1ps $end\n",
-             o);
+  std::fputs(
+      "$version hcasim (simulated HCA signals from the trace) $end\n"
+      "$comment time is simulated time; strobes are 1 for a fixed width $end\n"
+      "$timescale 1ps $end\n",
+      o);
   // Declarations: the host modules, then their sub-modules, both sorted by name.
   std::map<std::string, std::vector<int>> by_scope;
   for (size_t i = 0; i < vars_.size(); ++i) by_scope[vars_[i].scope].push_back(int(i));
@@ -238,7 +240,8 @@ void VcdSink::finish() {
       if (v.width == 1)
         std::fprintf(o, "$var wire 1 %s %s $end\n", v.code.c_str(), v.name.c_str());
       else
-        std::fprintf(o, "$var wire %u %s %s [%u:0] $end\n", v.width, v.code.c_str(), v.name.c_str(), v.width - 1);
+        std::fprintf(o, "$var wire %u %s %s [%u:0] $end\n", v.width, v.code.c_str(), v.name.c_str(),
+                     v.width - 1);
     }
     if (dot != std::string::npos) std::fputs("$upscope $end\n", o);
   }

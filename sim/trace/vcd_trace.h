@@ -39,8 +39,8 @@ class VcdSink : public model::TraceSink {
    * @param path output file (written at finish()); @param wire_ps serialisation time of a frame
    * of N bytes on the wire (tx_busy); @param strobe_ps width of strobe pulses
    */
-  VcdSink(const std::string& path, std::vector<std::string> host_names, std::function<uint64_t(uint32_t)> wire_ps,
-          uint64_t strobe_ps = 1000);
+  VcdSink(const std::string& path, std::vector<std::string> host_names,
+          std::function<uint64_t(uint32_t)> wire_ps, uint64_t strobe_ps = 1000);
   ~VcdSink() override;
   /** @brief The output file could be created. */
   bool ok() const { return out_ != nullptr && body_ != nullptr; }
@@ -55,7 +55,7 @@ class VcdSink : public model::TraceSink {
     std::string scope;  ///< "hcasim0" or "hcasim0.qp_0x000011"
     std::string name;
     unsigned width;
-    std::string code;   ///< VCD identifier code
+    std::string code;  ///< VCD identifier code
     uint64_t value = 0;
     bool known = false;
     uint64_t until = 0;  ///< strobes/busy: when the pending fall is due
@@ -78,8 +78,8 @@ class VcdSink : public model::TraceSink {
   std::vector<Var> vars_;
   std::map<std::string, int> by_name_;  ///< "scope.name" -> index
   std::multimap<uint64_t, int> falls_;  ///< due time -> var
-  uint64_t now_ = 0;        ///< time of the event being recorded
-  uint64_t written_ = 0;    ///< last "#t" in the body (0 is written by the header)
+  uint64_t now_ = 0;                    ///< time of the event being recorded
+  uint64_t written_ = 0;                ///< last "#t" in the body (0 is written by the header)
 };
 
 }  // namespace hcasim::sim

@@ -6,7 +6,9 @@
 namespace hcasim::sim {
 
 CableEnd::CableEnd(model::PacketReceiver* to, uint64_t propagation_ps, model::Tracer& tracer)
-    : to_(to), prop_(propagation_ps), tracer_(tracer),
+    : to_(to),
+      prop_(propagation_ps),
+      tracer_(tracer),
       flight_("wire", [this](model::PacketPtr& p) { to_->receive(std::move(p)); }) {}
 
 void CableEnd::carry(model::PacketPtr pkt, uint64_t tx_end_ps) {
@@ -30,7 +32,9 @@ uint64_t mac_key(const uint8_t* m) {
 // Egress: the switch's transmitter towards one host (serialises at line rate).
 struct Switch::Egress {
   Egress(const model::TimingProfile& prof, model::EthPort& host)
-      : prof(prof), host(host), txq("switch.tx", [this](model::PacketPtr& p) { send(p); }),
+      : prof(prof),
+        host(host),
+        txq("switch.tx", [this](model::PacketPtr& p) { send(p); }),
         flight("switch.link", [this](model::PacketPtr& p) { this->host.receive(std::move(p)); }) {}
   void send(model::PacketPtr& p) {
     const uint64_t now = model::now_ps();

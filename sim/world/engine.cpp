@@ -5,8 +5,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <systemc>
@@ -74,7 +74,8 @@ bool Engine::step() {
 bool Engine::run_until_visible(uint64_t* pace_ns) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   uint64_t drain;
-  if (read(efd_, &drain, sizeof drain) < 0) { /* nothing to drain */ }
+  if (read(efd_, &drain, sizeof drain) < 0) { /* nothing to drain */
+  }
   ensure_started();
   if (!sc_core::sc_pending_activity()) return false;
   // One sc_start() runs until the first software-visible effect pauses the kernel at the end
@@ -128,7 +129,8 @@ void Engine::run_until_idle(uint64_t limit_ps) {
 
 void Engine::kick() {
   uint64_t one = 1;
-  if (write(efd_, &one, sizeof one) < 0) { /* counter saturated: already readable */ }
+  if (write(efd_, &one, sizeof one) < 0) { /* counter saturated: already readable */
+  }
 }
 
 void Engine::start_idle_advancer(uint32_t quiet_us) {

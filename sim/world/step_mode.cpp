@@ -61,8 +61,8 @@ std::string describe_buffer(const char* what, const hw::BufferDesc& d, const mod
         s += fmt("    page %u: L1[%u]@0x%" PRIx64 " not readable\n", page, page, at);
         continue;
       }
-      s += fmt("    page %u: L1[%u]@0x%" PRIx64 " -> page dma 0x%" PRIx64 "%s\n", page, page, at, hw::bte_addr(e),
-               hw::bte_valid(e) ? "" : " (invalid)");
+      s += fmt("    page %u: L1[%u]@0x%" PRIx64 " -> page dma 0x%" PRIx64 "%s\n", page, page, at,
+               hw::bte_addr(e), hw::bte_valid(e) ? "" : " (invalid)");
     } else {
       const uint64_t root_at = d.bt_root + (page / per_leaf) * 8;
       uint64_t root = 0;
@@ -72,11 +72,12 @@ std::string describe_buffer(const char* what, const hw::BufferDesc& d, const mod
       }
       const uint64_t leaf_at = hw::bte_addr(root) + (page % per_leaf) * 8;
       if (!hw::bte_valid(root) || !mem->read(leaf_at, &e, 8)) {
-        s += fmt("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> invalid root entry\n", page, page / per_leaf, root_at);
+        s += fmt("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> invalid root entry\n", page, page / per_leaf,
+                 root_at);
         continue;
       }
-      s += fmt("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64 " L2[%" PRIu64 "] -> page dma 0x%" PRIx64
-               "%s\n",
+      s += fmt("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64 " L2[%" PRIu64
+               "] -> page dma 0x%" PRIx64 "%s\n",
                page, page / per_leaf, root_at, hw::bte_addr(root), page % per_leaf, hw::bte_addr(e),
                hw::bte_valid(e) ? "" : " (invalid)");
     }
@@ -93,14 +94,16 @@ std::string HcaInspector::qp(uint32_t host, uint32_t qpn) {
   const model::QpContext* q = h.core().qpc.peek(qpn);
   if (!q) return fmt("%s has no QP 0x%x\n", h.identity().name.c_str(), qpn);
   const hw::Qpc& c = q->qpc;
-  std::string s = fmt("QP 0x%06x on %s: %s, dest QP 0x%06x, path MTU %u, PD %u, send CQ %u, recv CQ %u, QPC %s\n",
-                      c.qpn, h.identity().name.c_str(), qp_state_name(c.state), c.dest_qpn, 1u << c.path_mtu_log,
-                      c.pdn, c.send_cqn, c.recv_cqn, h.core().qpc.is_cached(qpn) ? "cached" : "not cached");
+  std::string s =
+      fmt("QP 0x%06x on %s: %s, dest QP 0x%06x, path MTU %u, PD %u, send CQ %u, recv CQ %u, QPC %s\n", c.qpn,
+          h.identity().name.c_str(), qp_state_name(c.state), c.dest_qpn, 1u << c.path_mtu_log, c.pdn,
+          c.send_cqn, c.recv_cqn, h.core().qpc.is_cached(qpn) ? "cached" : "not cached");
   const uint32_t sq_size = 1u << c.sq_log_size, rq_size = 1u << c.rq_log_size;
-  s += fmt("  SQ: %u WQEBBs; producer (last doorbell) %u, next fetch %u (slot %u), fetched %zu, in flight %zu; "
-           "next PSN %u; tx cursor message %zu packet %u; RNR retries left %u\n",
-           sq_size, q->sq_pi, q->sq_fetch, q->sq_fetch & (sq_size - 1), q->fetched.size(), q->inflight.size(),
-           q->next_psn, q->tx_msg, q->tx_pkt, unsigned(q->rnr_left));
+  s += fmt(
+      "  SQ: %u WQEBBs; producer (last doorbell) %u, next fetch %u (slot %u), fetched %zu, in flight %zu; "
+      "next PSN %u; tx cursor message %zu packet %u; RNR retries left %u\n",
+      sq_size, q->sq_pi, q->sq_fetch, q->sq_fetch & (sq_size - 1), q->fetched.size(), q->inflight.size(),
+      q->next_psn, q->tx_msg, q->tx_pkt, unsigned(q->rnr_left));
   if (!q->inflight.empty()) {
     s += "      in flight:";
     for (size_t i = 0; i < q->inflight.size(); ++i) {
@@ -113,13 +116,15 @@ std::string HcaInspector::qp(uint32_t host, uint32_t qpn) {
     }
     s += "\n";
   }
-  s += fmt("  RQ: %u WQEs of %u B; consumer %u (slot %u), producer seen %u; expected PSN %u, MSN %u%s\n", rq_size,
-           1u << c.rq_log_stride, q->rq_ci, q->rq_ci & (rq_size - 1), q->rq_pi_seen, q->epsn, q->msn,
-           q->recv.active ? fmt(", filling RQ WQE %u (%u B placed)", q->recv.index, q->recv.offset).c_str() : "");
-  s += fmt("  timeout %u, retry_cnt %u, rnr_retry %u, min_rnr_timer %u, max_rd_atomic %u, max_dest_rd_atomic %u, "
-           "access 0x%x, doorbell record at dma 0x%" PRIx64 "\n",
-           c.timeout, c.retry_cnt, c.rnr_retry, c.min_rnr_timer, c.max_rd_atomic, c.max_dest_rd_atomic,
-           c.access_flags, c.dbrec_addr);
+  s += fmt(
+      "  RQ: %u WQEs of %u B; consumer %u (slot %u), producer seen %u; expected PSN %u, MSN %u%s\n", rq_size,
+      1u << c.rq_log_stride, q->rq_ci, q->rq_ci & (rq_size - 1), q->rq_pi_seen, q->epsn, q->msn,
+      q->recv.active ? fmt(", filling RQ WQE %u (%u B placed)", q->recv.index, q->recv.offset).c_str() : "");
+  s += fmt(
+      "  timeout %u, retry_cnt %u, rnr_retry %u, min_rnr_timer %u, max_rd_atomic %u, max_dest_rd_atomic %u, "
+      "access 0x%x, doorbell record at dma 0x%" PRIx64 "\n",
+      c.timeout, c.retry_cnt, c.rnr_retry, c.min_rnr_timer, c.max_rd_atomic, c.max_dest_rd_atomic,
+      c.access_flags, c.dbrec_addr);
   return s;
 }
 
@@ -141,11 +146,14 @@ std::string HcaInspector::cq(uint32_t host, uint32_t cqn) {
   model::CqUnit::CqView v;
   if (!h.core().cq.peek(cqn, v)) return fmt("%s has no CQ %u\n", h.identity().name.c_str(), cqn);
   const uint32_t size = 1u << v.cqc.log_size;
-  std::string s = fmt("CQ %u on %s: %u CQEs, EQ %u; producer %u (next slot %u, owner bit %u), consumer seen %u; %s%s\n",
-                      cqn, h.identity().name.c_str(), size, v.cqc.eqn, v.pi, v.pi & (size - 1),
-                      (v.pi >> v.cqc.log_size) & 1, v.ci_seen,
-                      !v.armed ? "disarmed" : v.solicited_only ? "armed solicited-only" : "armed next",
-                      v.overflowed ? ", OVERFLOWED" : "");
+  std::string s =
+      fmt("CQ %u on %s: %u CQEs, EQ %u; producer %u (next slot %u, owner bit %u), consumer seen %u; %s%s\n",
+          cqn, h.identity().name.c_str(), size, v.cqc.eqn, v.pi, v.pi & (size - 1),
+          (v.pi >> v.cqc.log_size) & 1, v.ci_seen,
+          !v.armed           ? "disarmed"
+          : v.solicited_only ? "armed solicited-only"
+                             : "armed next",
+          v.overflowed ? ", OVERFLOWED" : "");
   const IommuShadow* mem = host < mem_.size() ? mem_[host] : nullptr;
   s += describe_buffer("ring", v.cqc.buf, v.cursor, mem, 4);
   return s;
@@ -168,8 +176,8 @@ const char* StepController::help_text() {
          "HOST: index or device name (default: the current event's host)\n";
 }
 
-StepController::StepController(FILE* in, bool own_in, FILE* out, bool echo, std::vector<std::string> host_names,
-                               ModelInspector* inspector)
+StepController::StepController(FILE* in, bool own_in, FILE* out, bool echo,
+                               std::vector<std::string> host_names, ModelInspector* inspector)
     : in_(in), own_in_(own_in), out_(out), echo_(echo), names_(std::move(host_names)), insp_(inspector) {
   if (!in_) active_ = false;
 }
@@ -289,13 +297,19 @@ bool StepController::cmd_continue(const std::vector<std::string>& w) {
 
 bool StepController::cmd_next(const std::vector<std::string>& w) {
   if (w.size() < 2) {
-    std::fputs("step: next what? (cqe, pkt, doorbell, irq, eqe, event, arm, an event name or a filter)\n", out_);
+    std::fputs("step: next what? (cqe, pkt, doorbell, irq, eqe, event, arm, an event name or a filter)\n",
+               out_);
     return false;
   }
-  static const std::map<std::string, std::string> alias = {
-      {"cqe", "kind=cqe.write"}, {"pkt", "unit=port;kind=pkt.tx,pkt.rx"}, {"packet", "unit=port;kind=pkt.tx,pkt.rx"},
-      {"doorbell", "kind=doorbell"}, {"db", "kind=doorbell"},         {"irq", "kind=irq"},
-      {"eqe", "kind=eqe.write"},     {"event", "kind=event"},          {"arm", "kind=cq.arm"}};
+  static const std::map<std::string, std::string> alias = {{"cqe", "kind=cqe.write"},
+                                                           {"pkt", "unit=port;kind=pkt.tx,pkt.rx"},
+                                                           {"packet", "unit=port;kind=pkt.tx,pkt.rx"},
+                                                           {"doorbell", "kind=doorbell"},
+                                                           {"db", "kind=doorbell"},
+                                                           {"irq", "kind=irq"},
+                                                           {"eqe", "kind=eqe.write"},
+                                                           {"event", "kind=event"},
+                                                           {"arm", "kind=cq.arm"}};
   std::string spec;
   auto a = alias.find(w[1]);
   if (a != alias.end())
@@ -337,9 +351,9 @@ bool StepController::cmd_print(const std::vector<std::string>& w, const model::T
     std::fputs("step: no model to inspect\n", out_);
     return false;
   }
-  const std::string r = w[1] == "qp" ? insp_->qp(host, uint32_t(n))
-                      : w[1] == "bt" ? insp_->bt(host, uint32_t(n))
-                                     : insp_->cq(host, uint32_t(n));
+  const std::string r = w[1] == "qp"   ? insp_->qp(host, uint32_t(n))
+                        : w[1] == "bt" ? insp_->bt(host, uint32_t(n))
+                                       : insp_->cq(host, uint32_t(n));
   std::fputs(r.c_str(), out_);
   return false;
 }

@@ -119,8 +119,8 @@ class StepController : public model::TraceSink {
   ModelInspector* insp_;
   bool active_ = true;
   bool done_ = false;
-  uint64_t skip_ = 0;        ///< pausing events still to run through (c N)
-  bool until_ = false;       ///< n WHAT in progress
+  uint64_t skip_ = 0;   ///< pausing events still to run through (c N)
+  bool until_ = false;  ///< n WHAT in progress
   TraceFilter until_filter_;
   uint64_t pauses_ = 0;
 };

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
-#include <chrono>
 #include <mutex>
 #include <thread>
 
@@ -163,7 +163,8 @@ World::World(const WorldConfig& cfg)
     // Every frame once, as its transmission starts: with a cable that is every frame on both
     // directions of the wire; with a switch, each frame on its sender's link.
     for (auto& h : hcas_)
-      h->port().set_tap([this](uint64_t t_ps, const model::Packet& p) { pcap_->write(t_ps / 1000, p.data, p.len); });
+      h->port().set_tap(
+          [this](uint64_t t_ps, const model::Packet& p) { pcap_->write(t_ps / 1000, p.data, p.len); });
   }
   if (step_io.in) open_step(step_io, names);
   net_tracer_.attach(sink, 0);
@@ -205,7 +206,8 @@ void World::open_sinks(const std::vector<std::string>& names) {
       if (!text_->filter.parse(cfg_.trace_filter, err)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
       hub_.add(text_.get());
     } else {
-      std::fprintf(stderr, "hcasim: cannot open trace file %s: %s\n", cfg_.trace.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "hcasim: cannot open trace file %s: %s\n", cfg_.trace.c_str(),
+                   std::strerror(errno));
     }
   }
   if (!cfg_.timeline.empty()) {
@@ -215,7 +217,8 @@ void World::open_sinks(const std::vector<std::string>& names) {
       timeline_ = std::make_unique<TimelineSink>(f, f != stderr, names, wire_ps);
       hub_.add(timeline_.get());
     } else {
-      std::fprintf(stderr, "hcasim: cannot open timeline file %s: %s\n", cfg_.timeline.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "hcasim: cannot open timeline file %s: %s\n", cfg_.timeline.c_str(),
+                   std::strerror(errno));
     }
   }
   if (!cfg_.vcd.empty()) {
@@ -252,8 +255,9 @@ World::StepIo World::open_step_input() const {
   }
   if (!io.in) {
     std::fprintf(stderr, "hcasim: step mode: cannot read commands from %s: %s (not pausing)\n",
-                 cfg_.step_fd >= 0 ? ("descriptor " + std::to_string(cfg_.step_fd)).c_str()
-                 : cfg_.step_script.empty() ? "/dev/tty" : cfg_.step_script.c_str(),
+                 cfg_.step_fd >= 0          ? ("descriptor " + std::to_string(cfg_.step_fd)).c_str()
+                 : cfg_.step_script.empty() ? "/dev/tty"
+                                            : cfg_.step_script.c_str(),
                  std::strerror(errno));
     return io;
   }
@@ -275,8 +279,9 @@ void World::open_step(const StepIo& io, const std::vector<std::string>& names) {
   std::string err;
   if (!step_->filter.parse(cfg_.step_filter, err)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
   hub_.add(step_.get());
-  std::fprintf(io.out, "hcasim: step mode: pausing at %s; h for help\n",
-               cfg_.step_filter.empty() ? "every hardware event" : ("events matching " + cfg_.step_filter).c_str());
+  std::fprintf(
+      io.out, "hcasim: step mode: pausing at %s; h for help\n",
+      cfg_.step_filter.empty() ? "every hardware event" : ("events matching " + cfg_.step_filter).c_str());
   std::fflush(io.out);
 }
 
@@ -318,17 +323,20 @@ std::vector<drv::HcaLink*> World::links() {
   return v;
 }
 
+// One X-macro list; the formatter cannot settle on a layout for it.
+// clang-format off
 #define HCASIM_STAT_FIELDS(X)                                                                         \
   X(doorbells) X(qpc_hits) X(qpc_misses) X(bt_walks) X(bt_cache_hits) X(wqes) X(dma_read_bytes)       \
   X(dma_write_bytes) X(tx_packets) X(rx_packets) X(tx_bytes) X(rx_bytes) X(acks) X(naks) X(rnr_naks) \
   X(duplicates) X(retransmits) X(cqes) X(cq_events) X(cq_overflows) X(eqes) X(interrupts)            \
   X(rx_dropped) X(iotlb_hits) X(iotlb_misses)
+// clang-format on
 
 bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v) {
-#define X(f)         \
-  if (name == #f) {  \
-    v = s.f;         \
-    return true;     \
+#define X(f)        \
+  if (name == #f) { \
+    v = s.f;        \
+    return true;    \
   }
   HCASIM_STAT_FIELDS(X)
 #undef X
@@ -347,12 +355,13 @@ std::string World::stats_text() {
   std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
   std::string out;
   char line[128];
-  snprintf(line, sizeof line, "hcasim counters at %.3f us simulated time\n", double(Engine::instance().now_ps()) / 1e6);
+  snprintf(line, sizeof line, "hcasim counters at %.3f us simulated time\n",
+           double(Engine::instance().now_ps()) / 1e6);
   out += line;
   for (auto& h : hcas_) {
     const model::HcaStats s = h->stats();
     out += h->identity().name + ":\n";
-#define X(f)                                                         \
+#define X(f)                                                               \
   snprintf(line, sizeof line, "  %-16s %" PRIu64 "\n", #f, uint64_t(s.f)); \
   out += line;
     HCASIM_STAT_FIELDS(X)
@@ -370,7 +379,7 @@ std::string World::stats_json() {
     out += (first ? "\"" : ",\"") + h->identity().name + "\":{";
     first = false;
     bool f1 = true;
-#define X(f)                                                           \
+#define X(f)                                                                            \
   out += (f1 ? "\"" : ",\"") + std::string(#f) + "\":" + std::to_string(uint64_t(s.f)); \
   f1 = false;
     HCASIM_STAT_FIELDS(X)
@@ -394,9 +403,9 @@ std::string World::stats_json() {
       snprintf(b, sizeof b,
                "%s{\"qpn\":%u,\"state\":\"%s\",\"dest_qpn\":%u,\"sq_pi\":%u,\"sq_fetch\":%u,\"inflight\":%zu,"
                "\"next_psn\":%u,\"rq_ci\":%u,\"rq_pi_seen\":%u,\"epsn\":%u,\"msn\":%u,\"qpc_cached\":%s}",
-               f1 ? "" : ",", q->qpc.qpn, q->qpc.state < 7 ? st[q->qpc.state] : "?", q->qpc.dest_qpn, q->sq_pi,
-               q->sq_fetch, q->inflight.size(), q->next_psn, q->rq_ci, q->rq_pi_seen, q->epsn, q->msn,
-               h->core().qpc.is_cached(q->qpc.qpn) ? "true" : "false");
+               f1 ? "" : ",", q->qpc.qpn, q->qpc.state < 7 ? st[q->qpc.state] : "?", q->qpc.dest_qpn,
+               q->sq_pi, q->sq_fetch, q->inflight.size(), q->next_psn, q->rq_ci, q->rq_pi_seen, q->epsn,
+               q->msn, h->core().qpc.is_cached(q->qpc.qpn) ? "true" : "false");
       out += b;
       f1 = false;
     }
@@ -406,7 +415,7 @@ std::string World::stats_json() {
 }
 
 World* World::get() {
-  static World* w = [] () -> World* {
+  static World* w = []() -> World* {
     WorldConfig cfg;
     std::string err;
     if (!WorldConfig::from_env(cfg, err)) {

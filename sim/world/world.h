@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "cable_switch.h"
 #include "hca.h"
 #include "hca_link.h"
 #include "pcap_writer.h"
@@ -36,24 +37,23 @@
 #include "text_trace.h"
 #include "timeline_trace.h"
 #include "vcd_trace.h"
-#include "cable_switch.h"
 
 namespace hcasim::sim {
 
 struct WorldConfig {
   uint32_t hosts = 2;
   std::string profile = "roce-100g";
-  std::string trace;         ///< "" off, "-" stderr, else a file
+  std::string trace;  ///< "" off, "-" stderr, else a file
   std::string trace_filter;
-  std::string stats;         ///< "" off, "-" stderr, else a file
-  std::string stats_json;    ///< "" off, "-" stderr, else a file
-  std::string timeline;      ///< "" off, else a file (Chrome/Perfetto JSON)
-  std::string vcd;           ///< "" off, else a file
-  std::string pcap;          ///< "" off, else a file
-  bool step = false;         ///< step mode
-  std::string step_filter;   ///< events that pause (TraceFilter spec)
-  std::string step_script;   ///< step commands from this file ("" = /dev/tty)
-  int step_fd = -1;          ///< step commands from this descriptor (wins over step_script)
+  std::string stats;        ///< "" off, "-" stderr, else a file
+  std::string stats_json;   ///< "" off, "-" stderr, else a file
+  std::string timeline;     ///< "" off, else a file (Chrome/Perfetto JSON)
+  std::string vcd;          ///< "" off, else a file
+  std::string pcap;         ///< "" off, else a file
+  bool step = false;        ///< step mode
+  std::string step_filter;  ///< events that pause (TraceFilter spec)
+  std::string step_script;  ///< step commands from this file ("" = /dev/tty)
+  int step_fd = -1;         ///< step commands from this descriptor (wins over step_script)
   uint32_t idle_us = 2000;
   uint64_t seed = 1;
   /** @brief Read HCASIM_*; on a bad value sets @p err (naming the variable) and returns false. */

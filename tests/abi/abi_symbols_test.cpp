@@ -47,59 +47,59 @@ const std::string kOurs = HCASIM_LIBIBVERBS_PATH;
 const std::string kSystem = HCASIM_SYSTEM_LIBIBVERBS_PATH;
 
 struct RunResult {
-    int status = -1;  ///< exit code, or 128 + signal
-    std::string output;
+  int status = -1;  ///< exit code, or 128 + signal
+  std::string output;
 };
 
 /// Runs a shell command with stderr merged into stdout.
 RunResult run(const std::string& cmd) {
-    RunResult r;
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-    const int st = ::pclose(p);
-    if (WIFEXITED(st))
-        r.status = WEXITSTATUS(st);
-    else if (WIFSIGNALED(st))
-        r.status = 128 + WTERMSIG(st);
-    return r;
+  RunResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int st = ::pclose(p);
+  if (WIFEXITED(st))
+    r.status = WEXITSTATUS(st);
+  else if (WIFSIGNALED(st))
+    r.status = 128 + WTERMSIG(st);
+  return r;
 }
 
 std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 std::string real_path(const std::string& path) {
-    char* r = ::realpath(path.c_str(), nullptr);
-    if (!r) return path;
-    std::string s(r);
-    ::free(r);
-    return s;
+  char* r = ::realpath(path.c_str(), nullptr);
+  if (!r) return path;
+  std::string s(r);
+  ::free(r);
+  return s;
 }
 
 std::string dir_of(const std::string& path) {
-    const auto slash = path.rfind('/');
-    return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
-    std::vector<std::string> out;
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
 }
 
 std::vector<std::string> split_ws(const std::string& line) {
-    std::vector<std::string> out;
-    std::istringstream in(line);
-    for (std::string t; in >> t;) out.push_back(t);
-    return out;
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
 }
 
 /**
@@ -107,182 +107,178 @@ std::vector<std::string> split_ws(const std::string& line) {
  * or "name" (unversioned) -> 'F' function, 'O' data object, '?' other.
  */
 std::map<std::string, char> exported_symbols(const std::string& lib) {
-    const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -T " + quote(lib));
-    std::map<std::string, char> syms;
-    if (r.status != 0) {
-        ADD_FAILURE() << "objdump -T " << lib << " failed:\n" << r.output;
-        return syms;
-    }
-    for (const std::string& line : lines_of(r.output)) {
-        if (line.size() < 17 || line.find("*UND*") != std::string::npos) continue;
-        if (line.find_first_not_of("0123456789abcdef") != 16) continue;  // not a symbol row
-        const std::vector<std::string> t = split_ws(line);
-        if (t.size() < 5) continue;
-        const std::string& name = t[t.size() - 1];
-        const std::string& ver = t[t.size() - 2];
-        char kind = '?';
-        for (size_t i = 1; i + 2 < t.size(); ++i) {
-            if (t[i] == "DF") kind = 'F';
-            if (t[i] == "DO") kind = 'O';
-        }
-        std::string key;
-        if (ver.size() > 2 && ver.front() == '(' && ver.back() == ')')
-            key = name + "@" + ver.substr(1, ver.size() - 2);
-        else if (ver == "Base" || ver.empty())
-            key = name;
-        else
-            key = name + "@@" + ver;
-        syms[key] = kind;
-    }
+  const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -T " + quote(lib));
+  std::map<std::string, char> syms;
+  if (r.status != 0) {
+    ADD_FAILURE() << "objdump -T " << lib << " failed:\n" << r.output;
     return syms;
+  }
+  for (const std::string& line : lines_of(r.output)) {
+    if (line.size() < 17 || line.find("*UND*") != std::string::npos) continue;
+    if (line.find_first_not_of("0123456789abcdef") != 16) continue;  // not a symbol row
+    const std::vector<std::string> t = split_ws(line);
+    if (t.size() < 5) continue;
+    const std::string& name = t[t.size() - 1];
+    const std::string& ver = t[t.size() - 2];
+    char kind = '?';
+    for (size_t i = 1; i + 2 < t.size(); ++i) {
+      if (t[i] == "DF") kind = 'F';
+      if (t[i] == "DO") kind = 'O';
+    }
+    std::string key;
+    if (ver.size() > 2 && ver.front() == '(' && ver.back() == ')')
+      key = name + "@" + ver.substr(1, ver.size() - 2);
+    else if (ver == "Base" || ver.empty())
+      key = name;
+    else
+      key = name + "@@" + ver;
+    syms[key] = kind;
+  }
+  return syms;
 }
 
 /// Version definitions (objdump -p): node name -> parent node ("" if none). Skips the base entry.
 std::map<std::string, std::string> version_nodes(const std::string& lib) {
-    const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -p " + quote(lib));
-    std::map<std::string, std::string> nodes;
-    bool in_defs = false;
-    std::string last;
-    for (const std::string& line : lines_of(r.output)) {
-        if (line.rfind("Version definitions:", 0) == 0) {
-            in_defs = true;
-            continue;
-        }
-        if (!in_defs) continue;
-        if (line.empty() || line.rfind("Version References:", 0) == 0) break;
-        const std::vector<std::string> t = split_ws(line);
-        if (line[0] == '\t' || line[0] == ' ') {  // parent of the previous node
-            if (!last.empty() && !t.empty()) nodes[last] = t[0];
-            continue;
-        }
-        if (t.size() < 4) continue;
-        const bool base = t[1] == "0x01";
-        last = base ? std::string() : t[3];
-        if (!base) nodes.emplace(last, "");
+  const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -p " + quote(lib));
+  std::map<std::string, std::string> nodes;
+  bool in_defs = false;
+  std::string last;
+  for (const std::string& line : lines_of(r.output)) {
+    if (line.rfind("Version definitions:", 0) == 0) {
+      in_defs = true;
+      continue;
     }
-    return nodes;
+    if (!in_defs) continue;
+    if (line.empty() || line.rfind("Version References:", 0) == 0) break;
+    const std::vector<std::string> t = split_ws(line);
+    if (line[0] == '\t' || line[0] == ' ') {  // parent of the previous node
+      if (!last.empty() && !t.empty()) nodes[last] = t[0];
+      continue;
+    }
+    if (t.size() < 4) continue;
+    const bool base = t[1] == "0x01";
+    last = base ? std::string() : t[3];
+    if (!base) nodes.emplace(last, "");
+  }
+  return nodes;
 }
 
 std::string soname(const std::string& lib) {
-    const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -p " + quote(lib));
-    for (const std::string& line : lines_of(r.output)) {
-        const std::vector<std::string> t = split_ws(line);
-        if (t.size() == 2 && t[0] == "SONAME") return t[1];
-    }
-    return {};
+  const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -p " + quote(lib));
+  for (const std::string& line : lines_of(r.output)) {
+    const std::vector<std::string> t = split_ws(line);
+    if (t.size() == 2 && t[0] == "SONAME") return t[1];
+  }
+  return {};
 }
 
 /// Sanitizer runtimes our library needs (sanitizer builds): they must be preloaded into
 /// uninstrumented programs, or the runtime refuses to start.
 std::string sanitizer_runtimes(const std::string& lib) {
-    const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -p " + quote(lib));
-    std::string out;
-    for (const std::string& line : lines_of(r.output)) {
-        const std::vector<std::string> t = split_ws(line);
-        if (t.size() != 2 || t[0] != "NEEDED") continue;
-        for (const char* rt : {"libasan.", "libtsan.", "libubsan.", "liblsan.", "libhwasan."})
-            if (t[1].rfind(rt, 0) == 0) out += (out.empty() ? "" : " ") + t[1];
-    }
-    return out;
+  const RunResult r = run(std::string(HCASIM_OBJDUMP) + " -p " + quote(lib));
+  std::string out;
+  for (const std::string& line : lines_of(r.output)) {
+    const std::vector<std::string> t = split_ws(line);
+    if (t.size() != 2 || t[0] != "NEEDED") continue;
+    for (const char* rt : {"libasan.", "libtsan.", "libubsan.", "liblsan.", "libhwasan."})
+      if (t[1].rfind(rt, 0) == 0) out += (out.empty() ? "" : " ") + t[1];
+  }
+  return out;
 }
 
 /// Environment prefixes that make a program use our library: {description, "env ..."}.
 std::vector<std::pair<std::string, std::string>> our_library_envs() {
-    const std::string san = sanitizer_runtimes(kOurs);
-    const std::string san_env =
-        san.empty() ? "" : " ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD=" + quote(san);
-    return {
-        {"LD_LIBRARY_PATH",
-         "env -u LD_PRELOAD LD_LIBRARY_PATH=" + quote(dir_of(kOurs)) + san_env},
-        {"LD_PRELOAD", "env -u LD_LIBRARY_PATH" +
-                           std::string(san.empty() ? "" : " ASAN_OPTIONS=detect_leaks=0") +
-                           " LD_PRELOAD=" + quote(san.empty() ? kOurs : san + " " + kOurs)},
-    };
+  const std::string san = sanitizer_runtimes(kOurs);
+  const std::string san_env = san.empty() ? "" : " ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD=" + quote(san);
+  return {
+      {"LD_LIBRARY_PATH", "env -u LD_PRELOAD LD_LIBRARY_PATH=" + quote(dir_of(kOurs)) + san_env},
+      {"LD_PRELOAD", "env -u LD_LIBRARY_PATH" +
+                         std::string(san.empty() ? "" : " ASAN_OPTIONS=detect_leaks=0") +
+                         " LD_PRELOAD=" + quote(san.empty() ? kOurs : san + " " + kOurs)},
+  };
 }
 
-#define REQUIRE_SYSTEM_LIBRARY()                                                        \
-    do {                                                                                \
-        if (!exists(kSystem)) GTEST_SKIP() << "system library absent: " << kSystem;    \
-    } while (0)
+#define REQUIRE_SYSTEM_LIBRARY()                                                \
+  do {                                                                          \
+    if (!exists(kSystem)) GTEST_SKIP() << "system library absent: " << kSystem; \
+  } while (0)
 
 // -------------------------------------------------------------------------------------------
 // Symbol table
 // -------------------------------------------------------------------------------------------
 
 TEST(AbiSymbols, OurLibraryIsBuiltWithTheRightSoname) {
-    ASSERT_TRUE(exists(kOurs)) << kOurs;
-    EXPECT_EQ(soname(kOurs), "libibverbs.so.1");
+  ASSERT_TRUE(exists(kOurs)) << kOurs;
+  EXPECT_EQ(soname(kOurs), "libibverbs.so.1");
 }
 
 TEST(AbiSymbols, EverySystemSymbolVersionIsExportedIdentically) {
-    REQUIRE_SYSTEM_LIBRARY();
-    ASSERT_TRUE(exists(kOurs)) << kOurs;
-    const auto theirs = exported_symbols(kSystem);
-    const auto ours = exported_symbols(kOurs);
-    ASSERT_GT(theirs.size(), 150u) << "could not read " << kSystem;
+  REQUIRE_SYSTEM_LIBRARY();
+  ASSERT_TRUE(exists(kOurs)) << kOurs;
+  const auto theirs = exported_symbols(kSystem);
+  const auto ours = exported_symbols(kOurs);
+  ASSERT_GT(theirs.size(), 150u) << "could not read " << kSystem;
 
-    std::vector<std::string> missing, wrong_kind;
-    for (const auto& [key, kind] : theirs) {
-        const auto it = ours.find(key);
-        if (it == ours.end())
-            missing.push_back(key);
-        else if (it->second != kind)
-            wrong_kind.push_back(key + " (" + kind + " vs ours " + it->second + ")");
-    }
-    std::ostringstream msg;
-    for (const auto& m : missing) {
-        // Point out a version/default-status mismatch rather than a plain absence.
-        const std::string name = m.substr(0, m.find('@'));
-        std::string have;
-        for (const auto& [k, _] : ours)
-            if (k.substr(0, k.find('@')) == name) have += " " + k;
-        msg << "  missing " << m << (have.empty() ? "" : ", ours has:" + have) << "\n";
-    }
-    for (const auto& w : wrong_kind) msg << "  wrong kind " << w << "\n";
-    EXPECT_TRUE(missing.empty() && wrong_kind.empty())
-        << missing.size() << " missing, " << wrong_kind.size() << " of wrong kind (of "
-        << theirs.size() << "):\n"
-        << msg.str();
+  std::vector<std::string> missing, wrong_kind;
+  for (const auto& [key, kind] : theirs) {
+    const auto it = ours.find(key);
+    if (it == ours.end())
+      missing.push_back(key);
+    else if (it->second != kind)
+      wrong_kind.push_back(key + " (" + kind + " vs ours " + it->second + ")");
+  }
+  std::ostringstream msg;
+  for (const auto& m : missing) {
+    // Point out a version/default-status mismatch rather than a plain absence.
+    const std::string name = m.substr(0, m.find('@'));
+    std::string have;
+    for (const auto& [k, _] : ours)
+      if (k.substr(0, k.find('@')) == name) have += " " + k;
+    msg << "  missing " << m << (have.empty() ? "" : ", ours has:" + have) << "\n";
+  }
+  for (const auto& w : wrong_kind) msg << "  wrong kind " << w << "\n";
+  EXPECT_TRUE(missing.empty() && wrong_kind.empty()) << missing.size() << " missing, " << wrong_kind.size()
+                                                     << " of wrong kind (of " << theirs.size() << "):\n"
+                                                     << msg.str();
 }
 
 TEST(AbiSymbols, NoExportsBeyondTheSystemLibrary) {
-    REQUIRE_SYSTEM_LIBRARY();
-    const auto theirs = exported_symbols(kSystem);
-    const auto ours = exported_symbols(kOurs);
-    std::vector<std::string> extra;
-    for (const auto& [key, kind] : ours) {
-        if (theirs.count(key)) continue;
-        // Room for deliberate project-private exports in their own HCASIM_* version node.
-        if (key.find("@HCASIM_") != std::string::npos || key.find("@@HCASIM_") != std::string::npos)
-            continue;
-        // Harmless linker-provided weak references never show here (they are *UND*).
-        extra.push_back(key);
-    }
-    std::ostringstream msg;
-    for (const auto& e : extra) msg << "  " << e << "\n";
-    EXPECT_TRUE(extra.empty()) << extra.size() << " unexpected exports:\n" << msg.str();
+  REQUIRE_SYSTEM_LIBRARY();
+  const auto theirs = exported_symbols(kSystem);
+  const auto ours = exported_symbols(kOurs);
+  std::vector<std::string> extra;
+  for (const auto& [key, kind] : ours) {
+    if (theirs.count(key)) continue;
+    // Room for deliberate project-private exports in their own HCASIM_* version node.
+    if (key.find("@HCASIM_") != std::string::npos || key.find("@@HCASIM_") != std::string::npos) continue;
+    // Harmless linker-provided weak references never show here (they are *UND*).
+    extra.push_back(key);
+  }
+  std::ostringstream msg;
+  for (const auto& e : extra) msg << "  " << e << "\n";
+  EXPECT_TRUE(extra.empty()) << extra.size() << " unexpected exports:\n" << msg.str();
 }
 
 TEST(AbiSymbols, VersionNodesAndParentsMatch) {
-    REQUIRE_SYSTEM_LIBRARY();
-    const auto theirs = version_nodes(kSystem);
-    auto ours = version_nodes(kOurs);
-    ASSERT_FALSE(theirs.empty());
-    // The simulator's own interface lives in one extra node of its own (sim_control.h).
-    EXPECT_EQ(ours.erase("HCASIM_SIM_0.1"), 1u) << "HCASIM_SIM_0.1 node missing";
-    EXPECT_EQ(ours, theirs);
+  REQUIRE_SYSTEM_LIBRARY();
+  const auto theirs = version_nodes(kSystem);
+  auto ours = version_nodes(kOurs);
+  ASSERT_FALSE(theirs.empty());
+  // The simulator's own interface lives in one extra node of its own (sim_control.h).
+  EXPECT_EQ(ours.erase("HCASIM_SIM_0.1"), 1u) << "HCASIM_SIM_0.1 node missing";
+  EXPECT_EQ(ours, theirs);
 }
 
 TEST(AbiSymbols, SimulatorNodeHoldsOnlyItsControlApi) {
-    const auto ours = exported_symbols(kOurs);
-    std::vector<std::string> in_node;
-    for (const auto& [key, kind] : ours)
-        if (key.find("HCASIM_SIM_0.1") != std::string::npos) in_node.push_back(key);
-    ASSERT_FALSE(in_node.empty());
-    for (const auto& k : in_node)
-        EXPECT_TRUE(k.rfind("hcasim_sim_", 0) == 0 || k.rfind("sc_main@", 0) == 0 ||
-                    k.rfind("HCASIM_SIM_0.1@", 0) == 0)  // the node's own marker symbol
-            << k;
+  const auto ours = exported_symbols(kOurs);
+  std::vector<std::string> in_node;
+  for (const auto& [key, kind] : ours)
+    if (key.find("HCASIM_SIM_0.1") != std::string::npos) in_node.push_back(key);
+  ASSERT_FALSE(in_node.empty());
+  for (const auto& k : in_node)
+    EXPECT_TRUE(k.rfind("hcasim_sim_", 0) == 0 || k.rfind("sc_main@", 0) == 0 ||
+                k.rfind("HCASIM_SIM_0.1@", 0) == 0)  // the node's own marker symbol
+        << k;
 }
 
 // -------------------------------------------------------------------------------------------
@@ -290,64 +286,62 @@ TEST(AbiSymbols, SimulatorNodeHoldsOnlyItsControlApi) {
 // -------------------------------------------------------------------------------------------
 
 class AbiStrings : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        if (!exists(kSystem)) GTEST_SKIP() << "system library absent: " << kSystem;
+ protected:
+  void SetUp() override {
+    if (!exists(kSystem)) GTEST_SKIP() << "system library absent: " << kSystem;
 #ifndef HCASIM_ABI_STRINGS_DUMP_SRC
-        GTEST_SKIP() << "HCASIM_ABI_STRINGS_DUMP_SRC not defined";
+    GTEST_SKIP() << "HCASIM_ABI_STRINGS_DUMP_SRC not defined";
 #else
-        char tmpl[] = "/tmp/hcasim_abi_XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
-        exe_ = dir_ + "/abi_strings_dump";
-        const RunResult cc =
-            run(std::string(HCASIM_C_COMPILER) + " -std=gnu11 -O1 -o " + quote(exe_) + " " +
-                quote(HCASIM_ABI_STRINGS_DUMP_SRC) + " -libverbs -ldl");
-        if (cc.status != 0) GTEST_SKIP() << "cannot build the C program:\n" << cc.output;
+    char tmpl[] = "/tmp/hcasim_abi_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    exe_ = dir_ + "/abi_strings_dump";
+    const RunResult cc = run(std::string(HCASIM_C_COMPILER) + " -std=gnu11 -O1 -o " + quote(exe_) + " " +
+                             quote(HCASIM_ABI_STRINGS_DUMP_SRC) + " -libverbs -ldl");
+    if (cc.status != 0) GTEST_SKIP() << "cannot build the C program:\n" << cc.output;
 #endif
-    }
-    void TearDown() override {
-        if (!exe_.empty()) ::unlink(exe_.c_str());
-        if (!dir_.empty()) ::rmdir(dir_.c_str());
-    }
+  }
+  void TearDown() override {
+    if (!exe_.empty()) ::unlink(exe_.c_str());
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
 
-    /// Output of the dump program with @p env prepended; first line (library path) split off.
-    std::pair<std::string, std::string> dump(const std::string& env) {
-        const RunResult r = run(env + " " + quote(exe_));
-        EXPECT_EQ(r.status, 0) << r.output.substr(0, 2000);
-        const auto nl = r.output.find('\n');
-        if (nl == std::string::npos) return {r.output, ""};
-        return {r.output.substr(0, nl), r.output.substr(nl + 1)};
-    }
+  /// Output of the dump program with @p env prepended; first line (library path) split off.
+  std::pair<std::string, std::string> dump(const std::string& env) {
+    const RunResult r = run(env + " " + quote(exe_));
+    EXPECT_EQ(r.status, 0) << r.output.substr(0, 2000);
+    const auto nl = r.output.find('\n');
+    if (nl == std::string::npos) return {r.output, ""};
+    return {r.output.substr(0, nl), r.output.substr(nl + 1)};
+  }
 
-    std::string dir_, exe_;
+  std::string dir_, exe_;
 };
 
 TEST_F(AbiStrings, SameTextsAndRatesAsTheSystemLibrary) {
-    const auto [sys_lib, sys_out] = dump("env -u LD_LIBRARY_PATH -u LD_PRELOAD");
-    ASSERT_EQ(real_path(sys_lib.substr(sys_lib.find(' ') + 1)), real_path(kSystem)) << sys_lib;
-    ASSERT_NE(sys_out.find("wc_status 5 Work Request Flushed Error"), std::string::npos);
+  const auto [sys_lib, sys_out] = dump("env -u LD_LIBRARY_PATH -u LD_PRELOAD");
+  ASSERT_EQ(real_path(sys_lib.substr(sys_lib.find(' ') + 1)), real_path(kSystem)) << sys_lib;
+  ASSERT_NE(sys_out.find("wc_status 5 Work Request Flushed Error"), std::string::npos);
 
-    for (const auto& [how, env] : our_library_envs()) {
-        SCOPED_TRACE(how);
-        const auto [lib, out] = dump(env);
-        EXPECT_EQ(real_path(lib.substr(lib.find(' ') + 1)), real_path(kOurs)) << lib;
-        if (out == sys_out) continue;
-        // Report the first differing lines rather than two 3000-line blobs.
-        const auto a = lines_of(sys_out), b = lines_of(out);
-        std::ostringstream diff;
-        int shown = 0;
-        for (size_t i = 0; i < std::max(a.size(), b.size()) && shown < 20; ++i) {
-            const std::string& x = i < a.size() ? a[i] : "<none>";
-            const std::string& y = i < b.size() ? b[i] : "<none>";
-            if (x != y) {
-                diff << "  system: " << x << "\n  ours:   " << y << "\n";
-                ++shown;
-            }
-        }
-        ADD_FAILURE() << "output differs (" << a.size() << " vs " << b.size() << " lines):\n"
-                      << diff.str();
+  for (const auto& [how, env] : our_library_envs()) {
+    SCOPED_TRACE(how);
+    const auto [lib, out] = dump(env);
+    EXPECT_EQ(real_path(lib.substr(lib.find(' ') + 1)), real_path(kOurs)) << lib;
+    if (out == sys_out) continue;
+    // Report the first differing lines rather than two 3000-line blobs.
+    const auto a = lines_of(sys_out), b = lines_of(out);
+    std::ostringstream diff;
+    int shown = 0;
+    for (size_t i = 0; i < std::max(a.size(), b.size()) && shown < 20; ++i) {
+      const std::string& x = i < a.size() ? a[i] : "<none>";
+      const std::string& y = i < b.size() ? b[i] : "<none>";
+      if (x != y) {
+        diff << "  system: " << x << "\n  ours:   " << y << "\n";
+        ++shown;
+      }
     }
+    ADD_FAILURE() << "output differs (" << a.size() << " vs " << b.size() << " lines):\n" << diff.str();
+  }
 }
 
 // -------------------------------------------------------------------------------------------
@@ -355,83 +349,74 @@ TEST_F(AbiStrings, SameTextsAndRatesAsTheSystemLibrary) {
 // -------------------------------------------------------------------------------------------
 
 struct Tool {
-    const char* path;
-    const char* args;
+  const char* path;
+  const char* args;
 };
 
 // Only commands that do not need a device to get past start-up: the point is the loader.
 const Tool kTools[] = {
-    {"/usr/bin/ibv_devices", ""},
-    {"/usr/bin/ib_write_bw", "--help"},
-    {"/usr/bin/ib_write_lat", "--help"},
-    {"/usr/bin/ib_send_bw", "--help"},
-    {"/usr/bin/ib_send_lat", "--help"},
-    {"/usr/bin/ib_read_bw", "--help"},
-    {"/usr/bin/ib_read_lat", "--help"},
-    {"/usr/bin/ib_atomic_bw", "--help"},
+    {"/usr/bin/ibv_devices", ""},           {"/usr/bin/ib_write_bw", "--help"},
+    {"/usr/bin/ib_write_lat", "--help"},    {"/usr/bin/ib_send_bw", "--help"},
+    {"/usr/bin/ib_send_lat", "--help"},     {"/usr/bin/ib_read_bw", "--help"},
+    {"/usr/bin/ib_read_lat", "--help"},     {"/usr/bin/ib_atomic_bw", "--help"},
     {"/usr/bin/raw_ethernet_bw", "--help"},
 };
 
 /// The program's own output: @p text without the "   <pid>:\t..." lines LD_DEBUG adds.
 std::string without_ld_debug(const std::string& text) {
-    std::string out;
-    for (const std::string& line : lines_of(text)) {
-        const auto colon = line.find(':');
-        const auto first = line.find_first_not_of(' ');
-        const bool debug = colon != std::string::npos && first != std::string::npos &&
-                           first < colon &&
-                           line.find_first_not_of("0123456789", first) == colon;
-        if (!debug) out += line + "\n";
-    }
-    return out;
+  std::string out;
+  for (const std::string& line : lines_of(text)) {
+    const auto colon = line.find(':');
+    const auto first = line.find_first_not_of(' ');
+    const bool debug = colon != std::string::npos && first != std::string::npos && first < colon &&
+                       line.find_first_not_of("0123456789", first) == colon;
+    if (!debug) out += line + "\n";
+  }
+  return out;
 }
 
-std::string clip(const std::string& text) {
-    return text.size() > 4000 ? text.substr(0, 4000) + "..." : text;
-}
+std::string clip(const std::string& text) { return text.size() > 4000 ? text.substr(0, 4000) + "..." : text; }
 
 /// Files the loader initialised whose name starts with "libibverbs.so", from LD_DEBUG=libs.
 std::set<std::string> initialised_libibverbs(const std::string& ld_debug_output) {
-    std::set<std::string> libs;
-    const std::string tag = "calling init: ";
-    for (const std::string& line : lines_of(ld_debug_output)) {
-        const auto pos = line.find(tag);
-        if (pos == std::string::npos) continue;
-        const std::string path = line.substr(pos + tag.size());
-        const auto base = path.substr(path.rfind('/') + 1);
-        if (base.rfind("libibverbs.so", 0) == 0) libs.insert(real_path(path));
-    }
-    return libs;
+  std::set<std::string> libs;
+  const std::string tag = "calling init: ";
+  for (const std::string& line : lines_of(ld_debug_output)) {
+    const auto pos = line.find(tag);
+    if (pos == std::string::npos) continue;
+    const std::string path = line.substr(pos + tag.size());
+    const auto base = path.substr(path.rfind('/') + 1);
+    if (base.rfind("libibverbs.so", 0) == 0) libs.insert(real_path(path));
+  }
+  return libs;
 }
 
 TEST(AbiLoad, ToolsStartAgainstOurLibrary) {
-    ASSERT_TRUE(exists(kOurs)) << kOurs;
-    const bool have_timeout = exists("/usr/bin/timeout");
-    const auto envs = our_library_envs();
-    const char* const kLoaderErrors[] = {"symbol lookup error", "undefined symbol",
-                                         "version `IBVERBS", "not found (required by",
-                                         "cannot open shared object"};
-    int ran = 0;
-    for (const Tool& tool : kTools) {
-        if (!exists(tool.path)) continue;
-        for (const auto& [how, env] : envs) {
-            SCOPED_TRACE(std::string(tool.path) + " under " + how);
-            const RunResult r = run(env + " LD_DEBUG=libs " + (have_timeout ? "timeout 60 " : "") +
-                                    tool.path + " " + tool.args + " </dev/null");
-            ++ran;
-            // Real loader failures are reported on the program's stderr, not as LD_DEBUG lines
-            // (which also show harmless probing, e.g. by sanitizer runtimes).
-            const std::string own = without_ld_debug(r.output);
-            for (const char* err : kLoaderErrors)
-                EXPECT_EQ(own.find(err), std::string::npos)
-                    << "loader error '" << err << "':\n" << clip(own);
-            EXPECT_LT(r.status, 124) << "crashed or timed out:\n" << clip(own);
-            const auto libs = initialised_libibverbs(r.output);
-            EXPECT_EQ(libs, std::set<std::string>{real_path(kOurs)})
-                << "libibverbs objects initialised by the loader differ from ours";
-        }
+  ASSERT_TRUE(exists(kOurs)) << kOurs;
+  const bool have_timeout = exists("/usr/bin/timeout");
+  const auto envs = our_library_envs();
+  const char* const kLoaderErrors[] = {"symbol lookup error", "undefined symbol", "version `IBVERBS",
+                                       "not found (required by", "cannot open shared object"};
+  int ran = 0;
+  for (const Tool& tool : kTools) {
+    if (!exists(tool.path)) continue;
+    for (const auto& [how, env] : envs) {
+      SCOPED_TRACE(std::string(tool.path) + " under " + how);
+      const RunResult r = run(env + " LD_DEBUG=libs " + (have_timeout ? "timeout 60 " : "") + tool.path +
+                              " " + tool.args + " </dev/null");
+      ++ran;
+      // Real loader failures are reported on the program's stderr, not as LD_DEBUG lines
+      // (which also show harmless probing, e.g. by sanitizer runtimes).
+      const std::string own = without_ld_debug(r.output);
+      for (const char* err : kLoaderErrors)
+        EXPECT_EQ(own.find(err), std::string::npos) << "loader error '" << err << "':\n" << clip(own);
+      EXPECT_LT(r.status, 124) << "crashed or timed out:\n" << clip(own);
+      const auto libs = initialised_libibverbs(r.output);
+      EXPECT_EQ(libs, std::set<std::string>{real_path(kOurs)})
+          << "libibverbs objects initialised by the loader differ from ours";
     }
-    if (ran == 0) GTEST_SKIP() << "neither ibverbs-utils nor perftest installed";
+  }
+  if (ran == 0) GTEST_SKIP() << "neither ibverbs-utils nor perftest installed";
 }
 
 }  // namespace

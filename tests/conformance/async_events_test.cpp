@@ -17,7 +17,8 @@ TEST_F(AsyncEvents, CqOverflowRaisesCqErrAndQpsGoToErr) {
   ASSERT_NO_FATAL_FAILURE(Build(o));
   const int n = a_.scq->cqe + 3;  // more signaled completions than the CQ holds, never polled
   for (int i = 0; i < n; ++i)
-    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, {a_.sge(0, 8)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+    ASSERT_EQ(
+        PostSend(a_, i, IBV_WR_RDMA_WRITE, {a_.sge(0, 8)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   ibv_async_event ev{};
   ASSERT_TRUE(GetAsyncEvent(a_.ctx, ev, 5.0)) << "no async event";
   EXPECT_EQ(ev.event_type, IBV_EVENT_CQ_ERR);

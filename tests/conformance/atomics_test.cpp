@@ -89,7 +89,8 @@ TEST_F(Atomics, ManyOutstandingReadsAndAtomicsCompleteInOrder) {
                          b_.addr(2048), b_.mr->rkey),
                 0);
     } else {
-      ASSERT_EQ(PostAtomic(a_, 100 + i, IBV_WR_ATOMIC_FETCH_AND_ADD, 8 * i, b_.addr(256), b_.mr->rkey, 1, 0), 0);
+      ASSERT_EQ(PostAtomic(a_, 100 + i, IBV_WR_ATOMIC_FETCH_AND_ADD, 8 * i, b_.addr(256), b_.mr->rkey, 1, 0),
+                0);
     }
   }
   std::vector<ibv_wc> wcs;

@@ -75,8 +75,8 @@ TEST_F(CompletionEvents, SolicitedOnlyFiresForSolicitedWriteWithImm) {
 // ibv_req_notify_cq(3): with solicited_only, error completions still generate an event.
 TEST_F(CompletionEvents, SolicitedOnlyFiresForErrorCompletion) {
   ASSERT_EQ(ibv_req_notify_cq(b_.rcq, 1), 0);
-  ASSERT_EQ(PostRecv(b_, 77, {b_.sge(0, 4)}), 0);                  // too small:
-  ASSERT_EQ(PostSend(a_, 4, IBV_WR_SEND, {a_.sge(0, 64)}), 0);       // IBV_WC_LOC_LEN_ERR at B
+  ASSERT_EQ(PostRecv(b_, 77, {b_.sge(0, 4)}), 0);               // too small:
+  ASSERT_EQ(PostSend(a_, 4, IBV_WR_SEND, {a_.sge(0, 64)}), 0);  // IBV_WC_LOC_LEN_ERR at B
   EXPECT_TRUE(EventArrived(b_.rcq));
   ibv_wc wc;
   ASSERT_TRUE(PollOne(b_.rcq, wc));

@@ -28,8 +28,8 @@ inline auto drop_rx_hook() {
   return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "hcasim_sim_drop_rx"));
 }
 
-#define REQUIRE_SIM_FAULT_HOOKS()                                                      \
-  do {                                                                                 \
+#define REQUIRE_SIM_FAULT_HOOKS()                                                            \
+  do {                                                                                       \
     if (!::conformance::drop_rx_hook()) GTEST_SKIP() << "needs the simulator's fault hooks"; \
   } while (0)
 
@@ -40,7 +40,8 @@ inline bool device_has_atomics(ibv_context* ctx) {
 
 /** Post one atomic WR; the original remote value lands in 8 bytes at @p local_off. */
 inline int PostAtomic(Host& h, uint64_t wr_id, ibv_wr_opcode op, size_t local_off, uint64_t raddr,
-                      uint32_t rkey, uint64_t compare_add, uint64_t swap, unsigned flags = IBV_SEND_SIGNALED) {
+                      uint32_t rkey, uint64_t compare_add, uint64_t swap,
+                      unsigned flags = IBV_SEND_SIGNALED) {
   ibv_sge sge = h.sge(local_off, 8);
   ibv_send_wr wr{};
   wr.wr_id = wr_id;

@@ -32,7 +32,8 @@ TEST_F(DataPathRules, InlineAboveMaxInlineDataIsRejected) {
   Options o;
   o.max_inline_data = 64;
   ASSERT_NO_FATAL_FAILURE(Build(o));
-  EXPECT_EQ(PostSend(a_, 3, IBV_WR_SEND, {a_.sge(0, a_.cap.max_inline_data + 1)}, IBV_SEND_SIGNALED | IBV_SEND_INLINE),
+  EXPECT_EQ(PostSend(a_, 3, IBV_WR_SEND, {a_.sge(0, a_.cap.max_inline_data + 1)},
+                     IBV_SEND_SIGNALED | IBV_SEND_INLINE),
             EINVAL);
 }
 
@@ -42,7 +43,8 @@ TEST_F(DataPathRules, UnsignaledSuccessGeneratesNoCompletion) {
   ASSERT_NO_FATAL_FAILURE(Build());
   for (int i = 0; i < 3; ++i)
     ASSERT_EQ(PostSend(a_, 10 + i, IBV_WR_RDMA_WRITE, {a_.sge(0, 32)}, 0, 0, b_.addr(0), b_.mr->rkey), 0);
-  ASSERT_EQ(PostSend(a_, 13, IBV_WR_RDMA_WRITE, {a_.sge(0, 32)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 13, IBV_WR_RDMA_WRITE, {a_.sge(0, 32)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_EQ(wc.wr_id, 13u);
@@ -74,7 +76,8 @@ TEST_F(DataPathRules, ReadResponseSpansManyPsns) {
   ASSERT_NO_FATAL_FAILURE(Build());
   const uint32_t len = 7 * e2e::mtu_bytes(opts_.mtu) + 5;
   e2e::fill_pattern(b_.buf, len, 6);
-  ASSERT_EQ(PostSend(a_, 30, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 30, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(e2e::wc_is(wc, WcExpect{30, IBV_WC_RDMA_READ, a_.qp->qp_num, len}));
@@ -94,13 +97,16 @@ TEST_F(DataPathRules, FencedSendCarriesTheDataOfTheReadBeforeIt) {
   e2e::fill_pattern(b_.buf + 16384, len, 90);  // what the READ brings
   e2e::fill_pattern(a_.buf, len, 91);          // what the buffer holds before
   ASSERT_EQ(PostRecv(b_, 40, {b_.sge(0, len)}), 0);
-  ASSERT_EQ(PostSend(a_, 41, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(16384), b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 41, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(16384), b_.mr->rkey),
+      0);
   ASSERT_EQ(PostSend(a_, 42, IBV_WR_SEND, {a_.sge(0, len)}, IBV_SEND_SIGNALED | IBV_SEND_FENCE), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(b_.rcq, wc));
   EXPECT_TRUE(e2e::wc_is(wc, WcExpect{40, IBV_WC_RECV, b_.qp->qp_num, len}));
   const auto want = e2e::make_pattern(len, 90);
-  EXPECT_TRUE(e2e::same_bytes(b_.buf, want.data(), len)) << "the fenced SEND went out before the READ completed";
+  EXPECT_TRUE(e2e::same_bytes(b_.buf, want.data(), len))
+      << "the fenced SEND went out before the READ completed";
   std::vector<ibv_wc> w;
   ASSERT_TRUE(PollCq(a_.scq, 2, w));
   EXPECT_EQ(w[0].wr_id, 41u);

@@ -31,9 +31,11 @@ class ErrorSemantics : public VerbsFixture {
 // 9.7.5.2.5: an invalid rkey -> NAK remote access error -> IBV_WC_REM_ACCESS_ERR; the
 // requester QP goes to ERR and later WRs are flushed; the responder QP goes to ERR too.
 TEST_F(ErrorSemantics, BadRkeyIsRemoteAccessErrorAndFlushesLaterWrs) {
-  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey ^ 0x100),
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0),
+                     b_.mr->rkey ^ 0x100),
             0);
-  ASSERT_EQ(PostSend(a_, 2, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 2, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   ASSERT_EQ(PostSend(a_, 3, IBV_WR_SEND, {a_.sge(0, 64)}, 0), 0);  // unsignaled: flushed all the same
   ExpectFailedThenFlushed(IBV_WC_REM_ACCESS_ERR, 1, {2, 3});
   EXPECT_EQ(QpState(b_), IBV_QPS_ERR);
@@ -49,7 +51,8 @@ TEST_F(ErrorSemantics, OutOfBoundsIsRemoteAccessError) {
 TEST_F(ErrorSemantics, MissingRemoteAccessFlagIsRemoteAccessError) {
   ibv_mr* ro = ibv_reg_mr(b_.pd, b_.buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
   ASSERT_NE(ro, nullptr);
-  ASSERT_EQ(PostSend(a_, 5, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), ro->rkey), 0);
+  ASSERT_EQ(PostSend(a_, 5, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), ro->rkey),
+            0);
   ExpectFailedThenFlushed(IBV_WC_REM_ACCESS_ERR, 5, {});
   EXPECT_EQ(ibv_dereg_mr(ro), 0);
 }

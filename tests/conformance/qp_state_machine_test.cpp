@@ -53,9 +53,10 @@ TEST_F(QpStateMachine, InitToRtrRequiresAvMtuDestQpnRqPsnMaxDestRdAtomicMinRnrTi
 TEST_F(QpStateMachine, RtrToRtsRequiresTimeoutRetryCntRnrRetrySqPsnMaxQpRdAtomic) {
   ASSERT_EQ(ToInit(a_), 0);
   ASSERT_EQ(ToRtr(a_, b_), 0);
-  ExpectEachRequired(a_, RtsAttr(a_), kRtsMask,
-                     {IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_SQ_PSN, IBV_QP_MAX_QP_RD_ATOMIC},
-                     IBV_QPS_RTR);
+  ExpectEachRequired(
+      a_, RtsAttr(a_), kRtsMask,
+      {IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_SQ_PSN, IBV_QP_MAX_QP_RD_ATOMIC},
+      IBV_QPS_RTR);
   EXPECT_EQ(ToRts(a_), 0);
   EXPECT_EQ(QpState(a_), IBV_QPS_RTS);
 }
@@ -67,9 +68,10 @@ TEST_F(QpStateMachine, AttributeNotAllowedForTransitionIsRejected) {
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.sq_psn = 5;
-  EXPECT_EQ(ibv_modify_qp(a_.qp, &a,
-                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | IBV_QP_SQ_PSN),
-            EINVAL);
+  EXPECT_EQ(
+      ibv_modify_qp(a_.qp, &a,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | IBV_QP_SQ_PSN),
+      EINVAL);
   EXPECT_EQ(QpState(a_), IBV_QPS_RESET);
 }
 
@@ -114,12 +116,13 @@ TEST_F(QpStateMachine, QueryQpReportsWhatWasSet) {
   ASSERT_NO_FATAL_FAILURE(Connect());
   ibv_qp_attr q{};
   ibv_qp_init_attr qi{};
-  ASSERT_EQ(ibv_query_qp(a_.qp, &q, IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                          IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                          IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS |
-                                          IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_AV,
-                         &qi),
-            0);
+  ASSERT_EQ(
+      ibv_query_qp(a_.qp, &q,
+                   IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_SQ_PSN |
+                       IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER |
+                       IBV_QP_ACCESS_FLAGS | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_AV,
+                   &qi),
+      0);
   const ibv_qp_attr want_rtr = RtrAttr(b_);
   const ibv_qp_attr want_rts = RtsAttr(a_);
   EXPECT_EQ(q.qp_state, IBV_QPS_RTS);

@@ -80,8 +80,8 @@ TEST_F(RnrAndRetry, LostRequestIsRetransmittedAfterTimeout) {
   ASSERT_NO_FATAL_FAILURE(Make(7));
   ASSERT_EQ(drop_rx_hook()(Dev(b_), b_.qp->qp_num, a_.sq_psn, 1), 0);
   e2e::fill_pattern(a_.buf, 512, 9);
-  ASSERT_EQ(PostSend(a_, 7, IBV_WR_RDMA_WRITE, {a_.sge(0, 512)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 7, IBV_WR_RDMA_WRITE, {a_.sge(0, 512)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
@@ -96,7 +96,8 @@ TEST_F(RnrAndRetry, RetryExhaustionFailsWithRetryExceeded) {
   ASSERT_NO_FATAL_FAILURE(Make(7, 3));
   const uint64_t before = e2e::sim_counter(Dev(a_), "retransmits");
   ASSERT_EQ(drop_rx_hook()(Dev(b_), b_.qp->qp_num, 0xffffffff, 100), 0);
-  ASSERT_EQ(PostSend(a_, 8, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 8, IBV_WR_RDMA_WRITE, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_EQ(wc.status, IBV_WC_RETRY_EXC_ERR) << e2e::describe(wc);
@@ -112,9 +113,9 @@ TEST_F(RnrAndRetry, SequenceErrorNakCausesGoBackN) {
   const uint32_t mtu = e2e::mtu_bytes(opts_.mtu);
   ASSERT_EQ(drop_rx_hook()(Dev(b_), b_.qp->qp_num, (a_.sq_psn + 1) & 0xffffff, 1), 0);
   e2e::fill_pattern(a_.buf, 4 * mtu, 11);
-  ASSERT_EQ(PostSend(a_, 9, IBV_WR_RDMA_WRITE, {a_.sge(0, 4 * mtu)}, IBV_SEND_SIGNALED, 0, b_.addr(0),
-                     b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 9, IBV_WR_RDMA_WRITE, {a_.sge(0, 4 * mtu)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
@@ -128,8 +129,9 @@ TEST_F(RnrAndRetry, LostReadResponseIsRecoveredByReplay) {
   ASSERT_NO_FATAL_FAILURE(Make(7));
   e2e::fill_pattern(b_.buf, 2048, 13);
   ASSERT_EQ(drop_rx_hook()(Dev(a_), a_.qp->qp_num, a_.sq_psn, 1), 0);  // the first response packet
-  ASSERT_EQ(PostSend(a_, 10, IBV_WR_RDMA_READ, {a_.sge(0, 2048)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 10, IBV_WR_RDMA_READ, {a_.sge(0, 2048)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(e2e::wc_is(wc, WcExpect{10, IBV_WC_RDMA_READ, a_.qp->qp_num, 2048}));

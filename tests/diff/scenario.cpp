@@ -113,6 +113,7 @@ uint64_t fnv1a(const uint8_t* p, size_t n) {
   return h;
 }
 
+// clang-format off
 const char* status_name(ibv_wc_status s) {
   switch (s) {
 #define S(x) \
@@ -126,6 +127,7 @@ const char* status_name(ibv_wc_status s) {
     default: return "STATUS?";
   }
 }
+// clang-format on
 
 using e2e::wc_opcode_name;
 
@@ -190,13 +192,15 @@ class Channel {
       a.sin6_family = AF_INET6;
       a.sin6_port = htons(uint16_t(port));
       a.sin6_addr = in6addr_any;
-      if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("bind port %d: %s", port, strerror(errno));
+      if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+        die("bind port %d: %s", port, strerror(errno));
     } else {
       sockaddr_in a{};
       a.sin_family = AF_INET;
       a.sin_port = htons(uint16_t(port));
       a.sin_addr.s_addr = htonl(INADDR_ANY);
-      if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) die("bind port %d: %s", port, strerror(errno));
+      if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+        die("bind port %d: %s", port, strerror(errno));
     }
     if (listen(ls, 1) != 0) die("listen: %s", strerror(errno));
     fprintf(stderr, "diff_scenario: server listening on port %d\n", port);
@@ -280,8 +284,8 @@ class Channel {
 
 constexpr size_t kBufSize = 64 * 1024;
 constexpr uint8_t kFill = 0xcc;  ///< what every buffer holds before a scenario writes into it
-constexpr unsigned kMrAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                            IBV_ACCESS_REMOTE_ATOMIC;
+constexpr unsigned kMrAll =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 
 /** What the peer needs to connect to a side and reach its buffer. */
 struct Wire {
@@ -301,7 +305,8 @@ struct Wire {
     char g[64] = {};
     unsigned long long addr = 0;
     unsigned lid = 0;
-    if (sscanf(s.c_str(), "QP %x %x %u %x %40s %llx %x", &w.qpn, &w.psn, &w.mtu, &lid, g, &addr, &w.rkey) != 7 ||
+    if (sscanf(s.c_str(), "QP %x %x %u %x %40s %llx %x", &w.qpn, &w.psn, &w.mtu, &lid, g, &addr, &w.rkey) !=
+            7 ||
         strlen(g) != 32)
       die("side channel: bad QP attributes '%s'", s.c_str());
     w.lid = uint16_t(lid);
@@ -452,8 +457,8 @@ class Run {
 
   // ---- operations (each logs what it did and what came back)
   int post_send(Side& s, uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge> sges, unsigned flags,
-                uint64_t raddr = 0, uint32_t rkey = 0, uint32_t imm = 0, uint64_t cmp_add = 0, uint64_t swap = 0,
-                const char* note = nullptr) {
+                uint64_t raddr = 0, uint32_t rkey = 0, uint32_t imm = 0, uint64_t cmp_add = 0,
+                uint64_t swap = 0, const char* note = nullptr) {
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
     wr.sg_list = sges.empty() ? nullptr : sges.data();
@@ -494,8 +499,8 @@ class Run {
     const int rc = ibv_post_recv(s.qp, &wr, &bad);
     uint64_t len = 0;
     for (auto& g : sges) len += g.length;
-    log(s, "post_recv wr=%llu len=%s sge=%zu rc=%s", (unsigned long long)wr_id, len_str(len).c_str(), sges.size(),
-        errno_name(rc).c_str());
+    log(s, "post_recv wr=%llu len=%s sge=%zu rc=%s", (unsigned long long)wr_id, len_str(len).c_str(),
+        sges.size(), errno_name(rc).c_str());
     return rc;
   }
 
@@ -545,7 +550,8 @@ class Run {
   void log_wc(Side& s, const char* cqn, int n, const ibv_wc& wc) {
     std::string who = wc.qp_num == s.qp->qp_num ? std::string(1, s.name) : strf("0x%x", wc.qp_num);
     if (wc.status != IBV_WC_SUCCESS) {
-      log(s, "wc %s #%d wr=%llu %s qp=%s", cqn, n, (unsigned long long)wc.wr_id, status_name(wc.status), who.c_str());
+      log(s, "wc %s #%d wr=%llu %s qp=%s", cqn, n, (unsigned long long)wc.wr_id, status_name(wc.status),
+          who.c_str());
       return;
     }
     std::string len = "-";
@@ -601,8 +607,10 @@ class Run {
     ibv_qp_attr a{};
     ibv_qp_init_attr ia{};
     const int rc = ibv_query_qp(s.qp, &a, IBV_QP_STATE, &ia);
-    if (rc) log(s, "qp state query rc=%s", errno_name(rc).c_str());
-    else log(s, "qp state=%s", qp_state_name(a.qp_state));
+    if (rc)
+      log(s, "qp state query rc=%s", errno_name(rc).c_str());
+    else
+      log(s, "qp state=%s", qp_state_name(a.qp_state));
   }
   int modify_state(Side& s, ibv_qp_state st) {
     ibv_qp_attr a{};
@@ -630,10 +638,14 @@ class Run {
     bool is_fill = true;
     for (size_t i = 0; i < len; ++i) is_fill = is_fill && p[i] == p[0];
     std::string what;
-    if (len == 0) what = "empty";
-    else if (is_pattern(expect_seed)) what = strf("pattern(%u)", expect_seed);
-    else if (is_pattern(other_seed)) what = strf("pattern(%u)", other_seed);
-    else if (is_fill) what = strf("fill(0x%02x)", p[0]);
+    if (len == 0)
+      what = "empty";
+    else if (is_pattern(expect_seed))
+      what = strf("pattern(%u)", expect_seed);
+    else if (is_pattern(other_seed))
+      what = strf("pattern(%u)", other_seed);
+    else if (is_fill)
+      what = strf("fill(0x%02x)", p[0]);
     else {
       // Say how much of it is the expected pattern, then a digest.
       size_t good = 0;
@@ -769,7 +781,8 @@ class Run {
     if (s.mr && ibv_dereg_mr(s.mr)) die("%c: ibv_dereg_mr: %s", s.name, strerror(errno));
     if (s.scq && ibv_destroy_cq(s.scq)) die("%c: ibv_destroy_cq: %s", s.name, strerror(errno));
     if (s.rcq && ibv_destroy_cq(s.rcq)) die("%c: ibv_destroy_cq: %s", s.name, strerror(errno));
-    if (s.ch && ibv_destroy_comp_channel(s.ch)) die("%c: ibv_destroy_comp_channel: %s", s.name, strerror(errno));
+    if (s.ch && ibv_destroy_comp_channel(s.ch))
+      die("%c: ibv_destroy_comp_channel: %s", s.name, strerror(errno));
     if (s.pd && ibv_dealloc_pd(s.pd)) die("%c: ibv_dealloc_pd: %s", s.name, strerror(errno));
     if (s.ctx && ibv_close_device(s.ctx)) die("%c: ibv_close_device: %s", s.name, strerror(errno));
     free(s.buf);
@@ -852,7 +865,8 @@ void sc_write(Run& r) {
   r.sync();
   r.on('A', [&](Side& a) {
     r.fill_pattern(a, 0, 3000, 3);
-    r.post_send(a, 1, IBV_WR_RDMA_WRITE, {a.sge(0, 1000), a.sge(1000, 2000)}, SIG, r.b_addr(4096), r.b_rkey());
+    r.post_send(a, 1, IBV_WR_RDMA_WRITE, {a.sge(0, 1000), a.sge(1000, 2000)}, SIG, r.b_addr(4096),
+                r.b_rkey());
     r.expect_wc(a, false, 1);
   });
   r.sync();
@@ -877,7 +891,8 @@ void sc_write_imm(Run& r) {
   r.sync();
   r.on('A', [&](Side& a) {
     r.fill_pattern(a, 0, 3000, 4);
-    r.post_send(a, 1, IBV_WR_RDMA_WRITE_WITH_IMM, {a.sge(0, 3000)}, SIG, r.b_addr(4096), r.b_rkey(), 0xc0ffee);
+    r.post_send(a, 1, IBV_WR_RDMA_WRITE_WITH_IMM, {a.sge(0, 3000)}, SIG, r.b_addr(4096), r.b_rkey(),
+                0xc0ffee);
     r.post_send(a, 2, IBV_WR_RDMA_WRITE_WITH_IMM, {}, SIG, r.b_addr(16384), r.b_rkey(), 7);
     r.expect_wc(a, false, 2);
   });
@@ -1025,7 +1040,8 @@ void sc_unsignaled(Run& r) {
   r.on('A', [&](Side& a) {
     for (int i = 0; i < 4; ++i) r.fill_pattern(a, 1024 * i, 512, 30 + i);
     for (int i = 0; i < 3; ++i)
-      r.post_send(a, 10 + i, IBV_WR_RDMA_WRITE, {a.sge(1024 * i, 512)}, 0, r.b_addr(8192 + 1024 * i), r.b_rkey());
+      r.post_send(a, 10 + i, IBV_WR_RDMA_WRITE, {a.sge(1024 * i, 512)}, 0, r.b_addr(8192 + 1024 * i),
+                  r.b_rkey());
     r.post_send(a, 13, IBV_WR_RDMA_WRITE, {a.sge(3072, 512)}, SIG, r.b_addr(8192 + 3072), r.b_rkey());
     r.expect_wc(a, false, 1);
     r.expect_empty(a, false);
@@ -1060,7 +1076,8 @@ void sc_solicited(Run& r) {
     r.on('A', [&](Side& a) {
       r.fill_pattern(a, 0, 16, 40 + uint32_t(id));
       if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
-        r.post_send(a, id, op, {a.sge(0, 16)}, flags, r.b_addr(4096 + 64 * id), r.b_rkey(), uint32_t(0x5e000 + id));
+        r.post_send(a, id, op, {a.sge(0, 16)}, flags, r.b_addr(4096 + 64 * id), r.b_rkey(),
+                    uint32_t(0x5e000 + id));
       else
         r.post_send(a, id, op, {a.sge(0, 16)}, flags);
       r.expect_wc(a, false, 1);
@@ -1156,8 +1173,8 @@ void sc_rem_access(Run& r) {
   r.sync();
   r.on('A', [&](Side& a) {
     r.fill_pattern(a, 0, 256, 60);
-    r.post_send(a, 1, IBV_WR_RDMA_WRITE, {a.sge(0, 256)}, SIG, r.b_addr(1024), r.b_rkey() ^ 0x00a5a500u, 0, 0, 0,
-                "rkey=wrong");
+    r.post_send(a, 1, IBV_WR_RDMA_WRITE, {a.sge(0, 256)}, SIG, r.b_addr(1024), r.b_rkey() ^ 0x00a5a500u, 0, 0,
+                0, "rkey=wrong");
     r.expect_wc(a, false, 1);
     r.qp_state(a);
     r.post_send(a, 2, IBV_WR_RDMA_WRITE, {a.sge(0, 256)}, 0, r.b_addr(2048), r.b_rkey());
@@ -1384,7 +1401,8 @@ const Scenario kScenarios[] = {
     {"rnr", sc_rnr, "RNR NAK and retry until a receive is posted"},
     {"rnr_exc", sc_rnr_exc, "rnr_retry 0: RNR_RETRY_EXC_ERR"},
     {"rem_access", sc_rem_access, "wrong rkey on WRITE: REM_ACCESS_ERR, both QPs to ERR, flush"},
-    {"rem_access_read", sc_rem_access_read, "READ beyond the MR: REM_ACCESS_ERR; fenced WRs behind it flushed"},
+    {"rem_access_read", sc_rem_access_read,
+     "READ beyond the MR: REM_ACCESS_ERR; fenced WRs behind it flushed"},
     {"rem_access_atomic", sc_rem_access_atomic, "atomic without REMOTE_ATOMIC: REM_ACCESS_ERR"},
     {"flush", sc_flush, "WR_FLUSH_ERR for WRs in and posted to a QP in ERR"},
     {"len_err", sc_len_err, "SEND longer than the receive: LOC_LEN_ERR / REM_INV_REQ_ERR"},
@@ -1418,8 +1436,8 @@ static constexpr unsigned kWatchdogSeconds = 90;
 static const char* g_running = "setup";
 static void on_alarm(int) {
   char b[160];
-  const int n = snprintf(b, sizeof b, "\ndiff_scenario: watchdog: scenario %s still running after %u s\n", g_running,
-                         kWatchdogSeconds);
+  const int n = snprintf(b, sizeof b, "\ndiff_scenario: watchdog: scenario %s still running after %u s\n",
+                         g_running, kWatchdogSeconds);
   if (n > 0) (void)!write(2, b, size_t(n));
   _exit(3);
 }
@@ -1435,19 +1453,29 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) usage(2);
       return argv[++i];
     };
-    if (a == "--local") o.mode = Options::Local;
-    else if (a == "--server") o.mode = Options::Server, o.port = atoi(val().c_str());
-    else if (a == "--client") o.mode = Options::Client, o.hostport = val();
-    else if (a == "--scenario") list = val();
-    else if (a == "--dev") o.dev_a = val();
-    else if (a == "--dev-b") o.dev_b = val();
-    else if (a == "--gid-index") o.gid_index = atoi(val().c_str());
-    else if (a == "--wait-ms") o.wait_s = atoi(val().c_str()) / 1000.0;
+    if (a == "--local")
+      o.mode = Options::Local;
+    else if (a == "--server")
+      o.mode = Options::Server, o.port = atoi(val().c_str());
+    else if (a == "--client")
+      o.mode = Options::Client, o.hostport = val();
+    else if (a == "--scenario")
+      list = val();
+    else if (a == "--dev")
+      o.dev_a = val();
+    else if (a == "--dev-b")
+      o.dev_b = val();
+    else if (a == "--gid-index")
+      o.gid_index = atoi(val().c_str());
+    else if (a == "--wait-ms")
+      o.wait_s = atoi(val().c_str()) / 1000.0;
     else if (a == "--list") {
       for (const auto& s : kScenarios) printf("%-18s %s\n", s.name, s.what);
       return 0;
-    } else if (a == "-h" || a == "--help") usage(0);
-    else usage(2);
+    } else if (a == "-h" || a == "--help")
+      usage(0);
+    else
+      usage(2);
   }
   std::vector<int> chosen;
   size_t pos = 0;
@@ -1479,7 +1507,10 @@ int main(int argc, char** argv) {
   ibv_device** devs = ibv_get_device_list(&ndev);
   if (!devs || ndev <= 0) die("no RDMA devices");
   printf("# diff_scenario mode=%s scenarios=%s\n",
-         o.mode == Options::Local ? "local" : o.mode == Options::Server ? "server" : "client", names.c_str());
+         o.mode == Options::Local    ? "local"
+         : o.mode == Options::Server ? "server"
+                                     : "client",
+         names.c_str());
   for (int k : chosen) {
     g_running = kScenarios[k].name;
     alarm(kWatchdogSeconds);

@@ -22,9 +22,9 @@ class BufferTableLevels : public VerbsFixture {};
 
 TEST_F(BufferTableLevels, WorkloadWrapsEveryRing) {
   Options o;
-  o.max_send_wr = 64;    // SQ: 4 pages of WQE basic blocks (2 per WR with 4 SGEs)
-  o.max_recv_wr = 512;   // RQ: 512 * 64 B = 8 pages
-  o.cqe = 300;           // CQ: 512 entries = 8 pages
+  o.max_send_wr = 64;   // SQ: 4 pages of WQE basic blocks (2 per WR with 4 SGEs)
+  o.max_recv_wr = 512;  // RQ: 512 * 64 B = 8 pages
+  o.cqe = 300;          // CQ: 512 entries = 8 pages
   o.buf_size = 1 << 20;
   ASSERT_NO_FATAL_FAILURE(Build(o));
   fill_pattern(a_.buf, 1 << 19, 1);
@@ -45,7 +45,8 @@ TEST_F(BufferTableLevels, WorkloadWrapsEveryRing) {
         ++sends;
       }
       ASSERT_EQ(PostSend(a_, id, op_of(i), {a_.sge(src_of(i), len_of(i))}, IBV_SEND_SIGNALED, uint32_t(id),
-                         b_.addr(dst_of(i)), b_.mr->rkey), 0)
+                         b_.addr(dst_of(i)), b_.mr->rkey),
+                0)
           << "round " << r << " WR " << i;
       ++id;
     }
@@ -53,8 +54,8 @@ TEST_F(BufferTableLevels, WorkloadWrapsEveryRing) {
     ASSERT_TRUE(PollCq(a_.scq, per_round, wcs)) << "round " << r;
     for (uint32_t i = 0; i < per_round; ++i) {
       const uint64_t want = uint64_t(r) * per_round + i;
-      ASSERT_TRUE(wc_is(wcs[i], {want, op_of(i) == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_SEND,
-                                 a_.qp->qp_num}));
+      ASSERT_TRUE(wc_is(
+          wcs[i], {want, op_of(i) == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_SEND, a_.qp->qp_num}));
     }
     wcs.clear();
     ASSERT_TRUE(PollCq(b_.rcq, sends, wcs)) << "round " << r;
@@ -65,12 +66,14 @@ TEST_F(BufferTableLevels, WorkloadWrapsEveryRing) {
         ASSERT_TRUE(wc_is(wcs[k++], {100000 + wid, IBV_WC_RECV, b_.qp->qp_num, len_of(i),
                                      op_of(i) == IBV_WR_SEND_WITH_IMM, uint32_t(wid)}));
       }
-      ASSERT_TRUE(same_bytes(b_.buf + dst_of(i), a_.buf + src_of(i), len_of(i))) << "round " << r << " WR " << i;
+      ASSERT_TRUE(same_bytes(b_.buf + dst_of(i), a_.buf + src_of(i), len_of(i)))
+          << "round " << r << " WR " << i;
     }
   }
   // READ back a large region through the multi-page MRs.
   ASSERT_EQ(PostSend(a_, 9999, IBV_WR_RDMA_READ, {a_.sge(1 << 19, 200000)}, IBV_SEND_SIGNALED, 0,
-                     b_.addr(1 << 19), b_.mr->rkey), 0);
+                     b_.addr(1 << 19), b_.mr->rkey),
+            0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(wc_is(wc, {9999, IBV_WC_RDMA_READ, a_.qp->qp_num, 200000}));
@@ -93,7 +96,8 @@ TEST_F(BufferTableLevels, WalksReadOneEntryPerLevel) {
   ASSERT_EQ(hcasim_sim_counter(Dev(a_), "bt_walks", &walks1), 0);
   ASSERT_EQ(hcasim_sim_counter(Dev(a_), "dma_read_bytes", &bytes1), 0);
   ASSERT_EQ(walks1 - walks0, 2u) << "SQ and CQ walks";
-  EXPECT_EQ(bytes1 - bytes0 - 64, 2u * 8 * env_levels()) << "table bytes read for " << env_levels() << " level(s)";
+  EXPECT_EQ(bytes1 - bytes0 - 64, 2u * 8 * env_levels())
+      << "table bytes read for " << env_levels() << " level(s)";
 }
 
 }  // namespace

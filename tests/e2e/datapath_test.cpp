@@ -30,7 +30,8 @@ std::vector<uint8_t> gather(const Host& h, const std::vector<Piece>& ps) {
   return v;
 }
 /** Checks that @p msg was scattered over @p ps in order and every other byte kept the canary. */
-::testing::AssertionResult scattered(const Host& h, const std::vector<Piece>& ps, const std::vector<uint8_t>& msg) {
+::testing::AssertionResult scattered(const Host& h, const std::vector<Piece>& ps,
+                                     const std::vector<uint8_t>& msg) {
   std::vector<bool> covered(h.size, false);
   size_t at = 0;
   for (auto& p : ps) {
@@ -89,7 +90,8 @@ TEST_P(MultiSge, WriteGathersAndReadScatters) {
   const size_t remote = 40000 + 1;
 
   ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, sges_of(a_, src), IBV_SEND_SIGNALED, 0, b_.addr(remote),
-                     b_.mr->rkey), 0);
+                     b_.mr->rkey),
+            0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(wc_is(wc, {1, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
@@ -98,8 +100,9 @@ TEST_P(MultiSge, WriteGathersAndReadScatters) {
   // Read it back into three other pieces of A.
   const std::vector<Piece> dst = {{50001, 3}, {20000, 1234}, {60000 + 7, 1263}};
   for (auto& p : dst) memset(a_.buf + p.off, kCanary, p.len);
-  ASSERT_EQ(PostSend(a_, 2, IBV_WR_RDMA_READ, sges_of(a_, dst), IBV_SEND_SIGNALED, 0, b_.addr(remote),
-                     b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 2, IBV_WR_RDMA_READ, sges_of(a_, dst), IBV_SEND_SIGNALED, 0, b_.addr(remote), b_.mr->rkey),
+      0);
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(wc_is(wc, {2, IBV_WC_RDMA_READ, a_.qp->qp_num, int64_t(msg.size())}));
   size_t at = 0;
@@ -178,7 +181,8 @@ TEST_F(Inline, SendAndWriteUpToMaxInlineData) {
   uint64_t id = 100;
   for (uint32_t len : lens) {
     SCOPED_TRACE("inline length " + std::to_string(len));
-    for (ibv_wr_opcode op : {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM}) {
+    for (ibv_wr_opcode op :
+         {IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM}) {
       const std::vector<uint8_t> want = make_pattern(len, len * 31 + op);
       if (len) memcpy(a_.buf, want.data(), len);
       memset(b_.buf, kCanary, b_.size);
@@ -187,8 +191,9 @@ TEST_F(Inline, SendAndWriteUpToMaxInlineData) {
         ASSERT_EQ(PostRecv(b_, id + 1, {b_.sge(4096, 1024)}), 0);
       }
       ibv_sge sge{a_.addr(0), len, 0xdeadbeef /* ignored for inline */};
-      ASSERT_EQ(PostSend(a_, id, op, {sge}, IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0xabc000 + len, b_.addr(4096),
-                         b_.mr->rkey), 0)
+      ASSERT_EQ(PostSend(a_, id, op, {sge}, IBV_SEND_SIGNALED | IBV_SEND_INLINE, 0xabc000 + len,
+                         b_.addr(4096), b_.mr->rkey),
+                0)
           << strerror(errno);
       memset(a_.buf, 0xee, len);  // reuse the buffer at once
       ibv_wc wc;
@@ -198,8 +203,9 @@ TEST_F(Inline, SendAndWriteUpToMaxInlineData) {
       if (recv) {
         ASSERT_TRUE(PollOne(b_.rcq, wc));
         const bool imm = op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
-        EXPECT_TRUE(wc_is(wc, {id + 1, op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
-                               b_.qp->qp_num, len, imm, 0xabc000 + len}));
+        EXPECT_TRUE(
+            wc_is(wc, {id + 1, op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+                       b_.qp->qp_num, len, imm, 0xabc000 + len}));
       }
       EXPECT_TRUE(same_bytes(b_.buf + 4096, want.data(), len));
       EXPECT_TRUE(all_bytes(b_.buf + 4096 + len, 1024, kCanary));
@@ -261,7 +267,8 @@ TEST_F(DataPath, UnsignaledThenSignaled) {
   ASSERT_EQ(PostRecv(b_, 500, {b_.sge(60000, 2000)}), 0);
   for (int i = 0; i < 4; ++i)
     ASSERT_EQ(PostSend(a_, 10 + i, IBV_WR_RDMA_WRITE, {a_.sge(i * 1500, 1500)}, 0, 0, b_.addr(i * 1500),
-                       b_.mr->rkey), 0);
+                       b_.mr->rkey),
+              0);
   ASSERT_EQ(PostSend(a_, 99, IBV_WR_SEND, {a_.sge(6000, 2000)}, IBV_SEND_SIGNALED), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
@@ -286,11 +293,14 @@ TEST_F(DataPath, SignaledCompletionFreesUnsignaledSlots) {
     for (uint32_t i = 0; i + 1 < depth; ++i) {
       const size_t off = (round * depth + i) * 64 % (64 * 1024 - 64);
       ASSERT_EQ(PostSend(a_, 1000 * round + i, IBV_WR_RDMA_WRITE, {a_.sge(off, 64)}, 0, 0, b_.addr(off),
-                         b_.mr->rkey), 0)
+                         b_.mr->rkey),
+                0)
           << "round " << round << " WR " << i << ": " << strerror(errno);
     }
     ASSERT_EQ(PostSend(a_, 1000 * round + 999, IBV_WR_RDMA_WRITE, {a_.sge(0, 8)}, IBV_SEND_SIGNALED, 0,
-                       b_.addr(0), b_.mr->rkey), 0) << "round " << round;
+                       b_.addr(0), b_.mr->rkey),
+              0)
+        << "round " << round;
     ibv_wc wc;
     ASSERT_TRUE(PollOne(a_.scq, wc));
     ASSERT_TRUE(wc_is(wc, {1000 * round + 999, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
@@ -307,7 +317,8 @@ TEST_F(DataPath, SqSigAllSignalsEveryWr) {
     ASSERT_EQ(PostSend(a_, 40 + i, IBV_WR_RDMA_WRITE, {a_.sge(0, 100)}, 0, 0, b_.addr(0), b_.mr->rkey), 0);
   std::vector<ibv_wc> wcs;
   ASSERT_TRUE(PollCq(a_.scq, 3, wcs));
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(wc_is(wcs[i], {uint64_t(40 + i), IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(wc_is(wcs[i], {uint64_t(40 + i), IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
 }
 
 // ---------------------------------------------------------------- queue depth and order
@@ -396,9 +407,11 @@ TEST_F(DataPath, MixedOpcodesCompleteInPostingOrder) {
     ibv_wr_opcode op;
     uint32_t len;
   };
-  const std::vector<W> ws = {{IBV_WR_RDMA_READ, 70000},  {IBV_WR_SEND, 10},          {IBV_WR_RDMA_WRITE, 5000},
-                             {IBV_WR_RDMA_READ, 1},      {IBV_WR_SEND_WITH_IMM, 3000}, {IBV_WR_RDMA_READ, 0},
-                             {IBV_WR_RDMA_WRITE_WITH_IMM, 1}, {IBV_WR_SEND, 0},       {IBV_WR_RDMA_READ, 4096}};
+  const std::vector<W> ws = {{IBV_WR_RDMA_READ, 70000},       {IBV_WR_SEND, 10},
+                             {IBV_WR_RDMA_WRITE, 5000},       {IBV_WR_RDMA_READ, 1},
+                             {IBV_WR_SEND_WITH_IMM, 3000},    {IBV_WR_RDMA_READ, 0},
+                             {IBV_WR_RDMA_WRITE_WITH_IMM, 1}, {IBV_WR_SEND, 0},
+                             {IBV_WR_RDMA_READ, 4096}};
   uint32_t recvs = 0;
   for (auto& w : ws)
     if (w.op == IBV_WR_SEND || w.op == IBV_WR_SEND_WITH_IMM || w.op == IBV_WR_RDMA_WRITE_WITH_IMM) ++recvs;
@@ -413,7 +426,8 @@ TEST_F(DataPath, MixedOpcodesCompleteInPostingOrder) {
     a_offs.push_back(a_cur);
     b_offs.push_back(b_cur);
     ASSERT_EQ(PostSend(a_, i, ws[i].op, {a_.sge(a_cur, ws[i].len)}, IBV_SEND_SIGNALED, 0x1110 + uint32_t(i),
-                       b_.addr(b_cur), b_.mr->rkey), 0);
+                       b_.addr(b_cur), b_.mr->rkey),
+              0);
     a_cur += ws[i].len + 1;
     b_cur += ws[i].len + 1;
   }
@@ -421,8 +435,9 @@ TEST_F(DataPath, MixedOpcodesCompleteInPostingOrder) {
   ASSERT_TRUE(PollCq(a_.scq, ws.size(), wcs));
   for (size_t i = 0; i < ws.size(); ++i) {
     const ibv_wc_opcode want = ws[i].op == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
-                               : (ws[i].op == IBV_WR_SEND || ws[i].op == IBV_WR_SEND_WITH_IMM) ? IBV_WC_SEND
-                                                                                                  : IBV_WC_RDMA_WRITE;
+                               : (ws[i].op == IBV_WR_SEND || ws[i].op == IBV_WR_SEND_WITH_IMM)
+                                   ? IBV_WC_SEND
+                                   : IBV_WC_RDMA_WRITE;
     WcExpect e{i, want, a_.qp->qp_num};
     if (ws[i].op == IBV_WR_RDMA_READ) e.byte_len = ws[i].len;
     EXPECT_TRUE(wc_is(wcs[i], e)) << "send completion " << i;
@@ -438,8 +453,9 @@ TEST_F(DataPath, MixedOpcodesCompleteInPostingOrder) {
       EXPECT_TRUE(same_bytes(b_.buf + b_offs[i], a_.buf + a_offs[i], ws[i].len, "write"));
     } else {
       const bool imm = op != IBV_WR_SEND;
-      EXPECT_TRUE(wc_is(wcs[r], {900 + r, op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
-                                 b_.qp->qp_num, ws[i].len, imm, 0x1110 + uint32_t(i)}))
+      EXPECT_TRUE(
+          wc_is(wcs[r], {900 + r, op == IBV_WR_RDMA_WRITE_WITH_IMM ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+                         b_.qp->qp_num, ws[i].len, imm, 0x1110 + uint32_t(i)}))
           << "receive completion " << r;
       const size_t land = op == IBV_WR_RDMA_WRITE_WITH_IMM ? b_offs[i] : 200000 + r * 8192;
       EXPECT_TRUE(same_bytes(b_.buf + land, a_.buf + a_offs[i], ws[i].len, "send/write_imm"));
@@ -458,8 +474,9 @@ TEST_F(DataPath, SendBehindLongReadCompletes) {
   fill_pattern(b_.buf, 100000, 41);
   fill_pattern(a_.buf + 500000, 64, 42);
   ASSERT_EQ(PostRecv(b_, 1, {b_.sge(600000, 64)}), 0);
-  ASSERT_EQ(PostSend(a_, 10, IBV_WR_RDMA_READ, {a_.sge(0, 100000)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 10, IBV_WR_RDMA_READ, {a_.sge(0, 100000)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+      0);
   ASSERT_EQ(PostSend(a_, 11, IBV_WR_SEND, {a_.sge(500000, 64)}), 0);
   std::vector<ibv_wc> wcs;
   ASSERT_TRUE(PollCq(a_.scq, 2, wcs));
@@ -485,13 +502,15 @@ TEST_F(DataPath, ShortWrPostedDuringLongOneStaysInOrder) {
   const uint64_t retx0 = sim ? sim_counter(Dev(a_), "retransmits") : 0;
   const uint64_t tx0 = sim ? sim_counter(Dev(a_), "tx_packets") : 0;
   ASSERT_EQ(PostRecv(b_, 1, {b_.sge(2 << 20, 4096)}), 0);
-  ASSERT_EQ(PostSend(a_, 10, IBV_WR_RDMA_WRITE, {a_.sge(0, 1 << 20)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+  ASSERT_EQ(PostSend(a_, 10, IBV_WR_RDMA_WRITE, {a_.sge(0, 1 << 20)}, IBV_SEND_SIGNALED, 0, b_.addr(0),
+                     b_.mr->rkey),
             0);
   ibv_wc wc;
   for (int i = 0; i < 3; ++i) ASSERT_EQ(ibv_poll_cq(a_.scq, 1, &wc), 0);  // let the WRITE get going
   ASSERT_EQ(PostSend(a_, 11, IBV_WR_SEND, {a_.sge(2 << 20, 100)}), 0);
-  ASSERT_EQ(PostSend(a_, 12, IBV_WR_RDMA_WRITE, {a_.sge(2 << 20, 4096)}, IBV_SEND_SIGNALED, 0, b_.addr(1 << 20),
-                     b_.mr->rkey), 0);
+  ASSERT_EQ(PostSend(a_, 12, IBV_WR_RDMA_WRITE, {a_.sge(2 << 20, 4096)}, IBV_SEND_SIGNALED, 0,
+                     b_.addr(1 << 20), b_.mr->rkey),
+            0);
   std::vector<ibv_wc> wcs;
   ASSERT_TRUE(PollCq(a_.scq, 3, wcs));
   EXPECT_TRUE(wc_is(wcs[0], {10, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));

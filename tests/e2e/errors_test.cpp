@@ -34,8 +34,15 @@ class Errors : public VerbsFixture {
 
 // ---------------------------------------------------------------- remote access errors
 
-enum class Remote { BadRkeyWrite, BadRkeyRead, BadRkeyWriteImm, OutOfBoundsWrite, OutOfBoundsRead,
-                    NoRemoteWriteOnMr, NoRemoteReadOnQp };
+enum class Remote {
+  BadRkeyWrite,
+  BadRkeyRead,
+  BadRkeyWriteImm,
+  OutOfBoundsWrite,
+  OutOfBoundsRead,
+  NoRemoteWriteOnMr,
+  NoRemoteReadOnQp
+};
 const char* remote_name(Remote r) {
   switch (r) {
     case Remote::BadRkeyWrite: return "BadRkeyWrite";
@@ -67,16 +74,26 @@ TEST_P(RemoteAccess, RemoteAccessErrorThenFlush) {
   uint32_t rkey = b_.mr->rkey, len = 2000;
   switch (kind) {
     case Remote::BadRkeyWrite: rkey ^= 0x5500; break;
-    case Remote::BadRkeyRead: rkey ^= 0x5500; op = IBV_WR_RDMA_READ; break;
-    case Remote::BadRkeyWriteImm: rkey += 1; op = IBV_WR_RDMA_WRITE_WITH_IMM; break;
+    case Remote::BadRkeyRead:
+      rkey ^= 0x5500;
+      op = IBV_WR_RDMA_READ;
+      break;
+    case Remote::BadRkeyWriteImm:
+      rkey += 1;
+      op = IBV_WR_RDMA_WRITE_WITH_IMM;
+      break;
     case Remote::OutOfBoundsWrite: raddr = b_.addr(b_.size - 1000); break;
-    case Remote::OutOfBoundsRead: raddr = b_.addr(b_.size - 1); op = IBV_WR_RDMA_READ; break;
+    case Remote::OutOfBoundsRead:
+      raddr = b_.addr(b_.size - 1);
+      op = IBV_WR_RDMA_READ;
+      break;
     case Remote::NoRemoteWriteOnMr: break;
     case Remote::NoRemoteReadOnQp: op = IBV_WR_RDMA_READ; break;
   }
   ASSERT_EQ(PostRecv(b_, 50, {b_.sge(0, 100)}), 0);
   ASSERT_EQ(PostSend(a_, 1, op, {a_.sge(4096, len)}, IBV_SEND_SIGNALED, 0x99, raddr, rkey), 0);
-  ASSERT_EQ(PostSend(a_, 2, IBV_WR_RDMA_WRITE, {a_.sge(0, 10)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 2, IBV_WR_RDMA_WRITE, {a_.sge(0, 10)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   ASSERT_EQ(PostSend(a_, 3, IBV_WR_SEND, {a_.sge(0, 10)}, IBV_SEND_SIGNALED), 0);
   EXPECT_TRUE(ErrorThenFlushed(a_.scq, a_, 1, IBV_WC_REM_ACCESS_ERR, {2, 3}));
   EXPECT_EQ(QpState(a_), IBV_QPS_ERR);
@@ -132,8 +149,14 @@ TEST_P(LocalProtection, LocalProtectionErrorThenFlush) {
   ibv_wr_opcode op = IBV_WR_SEND;
   switch (kind) {
     case Local::BadLkeySend: sge.lkey ^= 0x700; break;
-    case Local::BadLkeyWrite: sge.lkey += 3; op = IBV_WR_RDMA_WRITE; break;
-    case Local::BadLkeyRead: sge.lkey ^= 0x700; op = IBV_WR_RDMA_READ; break;
+    case Local::BadLkeyWrite:
+      sge.lkey += 3;
+      op = IBV_WR_RDMA_WRITE;
+      break;
+    case Local::BadLkeyRead:
+      sge.lkey ^= 0x700;
+      op = IBV_WR_RDMA_READ;
+      break;
     case Local::SgeBeyondMr: sge = a_.sge(a_.size - 10, 11); break;
     case Local::ReadIntoMrWithoutLocalWrite:
       ro_mr = ibv_reg_mr(a_.pd, a_.buf, 4096, 0);
@@ -193,7 +216,8 @@ INSTANTIATE_TEST_SUITE_P(Sizes, RecvTooSmall,
                          ::testing::Values(std::make_pair(100u, 101u), std::make_pair(2048u, 3000u),
                                            std::make_pair(1u, 4096u)),
                          [](const ::testing::TestParamInfo<std::pair<uint32_t, uint32_t>>& p) {
-                           return "recv" + std::to_string(p.param.first) + "_send" + std::to_string(p.param.second);
+                           return "recv" + std::to_string(p.param.first) + "_send" +
+                                  std::to_string(p.param.second);
                          });
 
 // ---------------------------------------------------------------- posting in the wrong state
@@ -285,8 +309,10 @@ TEST_F(Errors, InvalidModifyQpMasksAreEinval) {
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  expect_einval(a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT, IBV_QPS_RESET, "INIT without ACCESS_FLAGS");
-  expect_einval(a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS, IBV_QPS_RESET, "INIT without PORT");
+  expect_einval(a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT, IBV_QPS_RESET,
+                "INIT without ACCESS_FLAGS");
+  expect_einval(a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS, IBV_QPS_RESET,
+                "INIT without PORT");
   expect_einval(a, init_mask | IBV_QP_PATH_MTU, IBV_QPS_RESET, "INIT with PATH_MTU");
   expect_einval(a, init_mask | IBV_QP_SQ_PSN, IBV_QPS_RESET, "INIT with SQ_PSN");
   {
@@ -303,7 +329,8 @@ TEST_F(Errors, InvalidModifyQpMasksAreEinval) {
   {
     ibv_qp_attr cur = a;
     cur.cur_qp_state = IBV_QPS_RTS;
-    expect_einval(cur, init_mask | IBV_QP_CUR_STATE, IBV_QPS_RESET, "CUR_STATE that is not the current state");
+    expect_einval(cur, init_mask | IBV_QP_CUR_STATE, IBV_QPS_RESET,
+                  "CUR_STATE that is not the current state");
   }
   ASSERT_EQ(ibv_modify_qp(a_.qp, &a, init_mask), 0) << strerror(errno);
   ASSERT_EQ(ToInit(b_), 0);
@@ -386,7 +413,8 @@ TEST_F(Errors, ModifyToErrFlushesPostedWork) {
   std::vector<ibv_wc> wcs;
   ASSERT_TRUE(PollCq(b_.rcq, 3, wcs));
   for (int i = 0; i < 3; ++i)
-    EXPECT_TRUE(wc_is(wcs[i], {uint64_t(10 + i), IBV_WC_RECV, b_.qp->qp_num, -1, false, 0, IBV_WC_WR_FLUSH_ERR}));
+    EXPECT_TRUE(
+        wc_is(wcs[i], {uint64_t(10 + i), IBV_WC_RECV, b_.qp->qp_num, -1, false, 0, IBV_WC_WR_FLUSH_ERR}));
   ASSERT_EQ(PostSend(b_, 20, IBV_WR_SEND, {b_.sge(0, 10)}), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(b_.scq, wc));
@@ -423,8 +451,9 @@ TEST_F(Errors, RnrRetriedUntilReceivePosted) {
   }
   // Same for RDMA WRITE with immediate, which needs a receive too.
   const uint64_t rnr0 = sim_present() ? sim_counter(Dev(b_), "rnr_naks") : 0;
-  ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_WRITE_WITH_IMM, {a_.sge(0, 100)}, IBV_SEND_SIGNALED, 0x42, b_.addr(8192),
-                     b_.mr->rkey), 0);
+  ASSERT_EQ(PostSend(a_, 3, IBV_WR_RDMA_WRITE_WITH_IMM, {a_.sge(0, 100)}, IBV_SEND_SIGNALED, 0x42,
+                     b_.addr(8192), b_.mr->rkey),
+            0);
   usleep(50 * 1000);
   ASSERT_EQ(PostRecv(b_, 4, {}), 0);
   ASSERT_TRUE(PollOne(a_.scq, wc));

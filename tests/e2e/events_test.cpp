@@ -165,7 +165,8 @@ TEST_F(Events, SolicitedOnly) {
   EXPECT_EQ(wait_readable(b_.channel->fd, kQuietMs), 0) << "event for an unsolicited WRITE_WITH_IMM";
   ASSERT_TRUE(PollOne(b_.rcq, wc));
   EXPECT_TRUE(wc_is(wc, {1003, IBV_WC_RECV_RDMA_WITH_IMM, b_.qp->qp_num, 64, true, 0x5a5a}));
-  ASSERT_NO_FATAL_FAILURE(Send(4, 64, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, IBV_WR_RDMA_WRITE_WITH_IMM, 0xa5a5));
+  ASSERT_NO_FATAL_FAILURE(
+      Send(4, 64, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, IBV_WR_RDMA_WRITE_WITH_IMM, 0xa5a5));
   ASSERT_EQ(wait_readable(b_.channel->fd, kEventMs), 1) << "no event for a solicited WRITE_WITH_IMM";
   ASSERT_NO_FATAL_FAILURE(ExpectEvent(b_, b_.rcq, &b_));
   ASSERT_TRUE(PollOne(b_.rcq, wc));

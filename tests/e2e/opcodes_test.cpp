@@ -127,8 +127,9 @@ TEST_P(Opcodes, Transfer) {
   EXPECT_TRUE(wc_is(wc, ws));
   if (consumes_recv(op)) {
     ASSERT_TRUE(PollOne(b_.rcq, wc));
-    WcExpect wr{recv_id, op == Op::WriteImm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV, b_.qp->qp_num, len,
-                has_imm(op), imm};
+    WcExpect wr{recv_id,       op == Op::WriteImm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+                b_.qp->qp_num, len,
+                has_imm(op),   imm};
     EXPECT_TRUE(wc_is(wc, wr));
   }
   EXPECT_TRUE(NoCompletion(a_.scq, 20));
@@ -136,7 +137,8 @@ TEST_P(Opcodes, Transfer) {
 
   EXPECT_TRUE(same_bytes(dst.buf + dst_off, want.data(), len));
   EXPECT_TRUE(all_bytes(dst.buf, dst_off, kCanary, "bytes before the target"));
-  EXPECT_TRUE(all_bytes(dst.buf + dst_off + len, dst.size - dst_off - len, kCanary, "bytes after the target"));
+  EXPECT_TRUE(
+      all_bytes(dst.buf + dst_off + len, dst.size - dst_off - len, kCanary, "bytes after the target"));
 
   if (sim) {
     // SEND/WRITE: ceil(len/MTU) request packets (1 for len 0) and one coalesced ACK.
@@ -175,9 +177,11 @@ TEST_F(PsnWrap, MessagesCrossPsnZero) {
   // A 1 MiB write and read both crossing nothing but following the wrap.
   fill_pattern(a_.buf + (1 << 20), 1 << 20, 2);
   ASSERT_EQ(PostSend(a_, 11, IBV_WR_RDMA_WRITE, {a_.sge(1 << 20, 1 << 20)}, IBV_SEND_SIGNALED, 0,
-                     b_.addr(1 << 20), b_.mr->rkey), 0);
+                     b_.addr(1 << 20), b_.mr->rkey),
+            0);
   ASSERT_EQ(PostSend(a_, 12, IBV_WR_RDMA_READ, {a_.sge(2 << 20, 1 << 20)}, IBV_SEND_SIGNALED, 0,
-                     b_.addr(1 << 20), b_.mr->rkey), 0);
+                     b_.addr(1 << 20), b_.mr->rkey),
+            0);
   std::vector<ibv_wc> wcs;
   ASSERT_TRUE(PollCq(a_.scq, 3, wcs));
   EXPECT_TRUE(wc_is(wcs[0], {10, IBV_WC_SEND, a_.qp->qp_num}));

@@ -17,9 +17,10 @@ constexpr uint64_t kReth = 16, kAeth = 4;
 // The 17-byte tail travels padded to a multiple of 4 (BTH PadCnt = 3).
 constexpr uint64_t kTail17 = 20;
 
-const char* const kNames[] = {"doorbells", "wqes",   "tx_packets", "rx_packets", "tx_bytes",  "rx_bytes",
-                              "acks",      "naks",   "rnr_naks",   "retransmits", "duplicates", "cqes",
-                              "cq_events", "interrupts", "rx_dropped", "bt_walks", "dma_read_bytes"};
+const char* const kNames[] = {"doorbells",  "wqes",          "tx_packets", "rx_packets", "tx_bytes",
+                              "rx_bytes",   "acks",          "naks",       "rnr_naks",   "retransmits",
+                              "duplicates", "cqes",          "cq_events",  "interrupts", "rx_dropped",
+                              "bt_walks",   "dma_read_bytes"};
 
 class SimCounters : public VerbsFixture {
  protected:
@@ -60,16 +61,26 @@ TEST_F(SimCounters, WriteOf3MtuPlus17IsFourPacketsAndOneAck) {
     ASSERT_NO_FATAL_FAILURE(Build(o));
     const uint32_t m = mtu_bytes(mtu), len = 3 * m + 17;
     const M a0 = Snapshot(a_), b0 = Snapshot(b_);
-    ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+    ASSERT_EQ(
+        PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+        0);
     ibv_wc wc;
     ASSERT_TRUE(PollOne(a_.scq, wc));
     EXPECT_TRUE(wc_is(wc, {1, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
     const uint64_t req_bytes = (kFrame + kReth + m) + 2 * (kFrame + m) + (kFrame + kTail17);
     const uint64_t ack_bytes = kFrame + kAeth;
-    EXPECT_EQ(Delta(a_, a0), (M{{"doorbells", 1}, {"wqes", 1}, {"tx_packets", 4}, {"tx_bytes", req_bytes},
-                                {"rx_packets", 1}, {"rx_bytes", ack_bytes}, {"cqes", 1}}));
-    EXPECT_EQ(Delta(b_, b0), (M{{"rx_packets", 4}, {"rx_bytes", req_bytes}, {"tx_packets", 1},
-                                {"tx_bytes", ack_bytes}, {"acks", 1}}));
+    EXPECT_EQ(Delta(a_, a0), (M{{"doorbells", 1},
+                                {"wqes", 1},
+                                {"tx_packets", 4},
+                                {"tx_bytes", req_bytes},
+                                {"rx_packets", 1},
+                                {"rx_bytes", ack_bytes},
+                                {"cqes", 1}}));
+    EXPECT_EQ(Delta(b_, b0), (M{{"rx_packets", 4},
+                                {"rx_bytes", req_bytes},
+                                {"tx_packets", 1},
+                                {"tx_bytes", ack_bytes},
+                                {"acks", 1}}));
   }
 }
 
@@ -78,14 +89,21 @@ TEST_F(SimCounters, ReadOf3MtuPlus17IsOneRequestAndFourResponses) {
   ASSERT_NO_FATAL_FAILURE(Build());
   const uint32_t m = 1024, len = 3 * m + 17;
   const M a0 = Snapshot(a_), b0 = Snapshot(b_);
-  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(8192), b_.mr->rkey), 0);
+  ASSERT_EQ(
+      PostSend(a_, 1, IBV_WR_RDMA_READ, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(8192), b_.mr->rkey),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(wc_is(wc, {1, IBV_WC_RDMA_READ, a_.qp->qp_num, len}));
   const uint64_t req = kFrame + kReth;
   const uint64_t resp = (kFrame + kAeth + m) + 2 * (kFrame + m) + (kFrame + kAeth + kTail17);
-  EXPECT_EQ(Delta(a_, a0), (M{{"doorbells", 1}, {"wqes", 1}, {"tx_packets", 1}, {"tx_bytes", req},
-                              {"rx_packets", 4}, {"rx_bytes", resp}, {"cqes", 1}}));
+  EXPECT_EQ(Delta(a_, a0), (M{{"doorbells", 1},
+                              {"wqes", 1},
+                              {"tx_packets", 1},
+                              {"tx_bytes", req},
+                              {"rx_packets", 4},
+                              {"rx_bytes", resp},
+                              {"cqes", 1}}));
   EXPECT_EQ(Delta(b_, b0), (M{{"rx_packets", 1}, {"rx_bytes", req}, {"tx_packets", 4}, {"tx_bytes", resp}}));
 }
 
@@ -123,7 +141,8 @@ TEST_F(SimCounters, SimulatedTimeCoversTheWireTime) {
   ASSERT_NO_FATAL_FAILURE(Build(o));
   const uint64_t t0 = hcasim_sim_now_ns();
   ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, 1 << 20)}, IBV_SEND_SIGNALED, 0, b_.addr(1 << 20),
-                     b_.mr->rkey), 0);
+                     b_.mr->rkey),
+            0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   const uint64_t dt = hcasim_sim_now_ns() - t0;
@@ -141,8 +160,9 @@ TEST_F(SimCounters, DroppedPacketIsRecoveredByNakAndRetransmit) {
   const uint32_t len = 8 * 1024;  // 8 packets at MTU 1024
   const M a0 = Snapshot(a_), b0 = Snapshot(b_);
   ASSERT_EQ(hcasim_sim_drop_rx(Dev(b_), b_.qp->qp_num, a_.sq_psn + 3, 1), 0);
-  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(16384), b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, len)}, IBV_SEND_SIGNALED, 0, b_.addr(16384), b_.mr->rkey),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(wc_is(wc, {1, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));

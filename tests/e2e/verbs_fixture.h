@@ -49,8 +49,7 @@ constexpr int kWatchdogSeconds = 30;
 /** Source GID index: the IPv4-mapped RoCEv2 GID (index 0 is the link-local one). */
 constexpr int kGidIndex = 1;
 
-constexpr unsigned kAllAccess =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+constexpr unsigned kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
 /** Path MTU in bytes. */
 inline uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
@@ -87,15 +86,13 @@ inline ::testing::AssertionResult all_bytes(const uint8_t* p, size_t len, uint8_
                                             const char* what = "canary") {
   for (size_t i = 0; i < len; ++i)
     if (p[i] != value)
-      return ::testing::AssertionFailure() << what << " overwritten at byte " << i << " of " << len
-                                           << ": 0x" << std::hex << unsigned(p[i]);
+      return ::testing::AssertionFailure()
+             << what << " overwritten at byte " << i << " of " << len << ": 0x" << std::hex << unsigned(p[i]);
   return ::testing::AssertionSuccess();
 }
 
 /** Simulator counter through the simulator's C interface, if this is the simulator. */
-inline bool sim_present() {
-  return dlsym(RTLD_DEFAULT, "hcasim_sim_counter") != nullptr;
-}
+inline bool sim_present() { return dlsym(RTLD_DEFAULT, "hcasim_sim_counter") != nullptr; }
 inline uint64_t sim_counter(const char* dev, const char* name) {
   using Fn = int (*)(const char*, const char*, uint64_t*);
   auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "hcasim_sim_counter"));
@@ -110,10 +107,11 @@ inline uint64_t sim_counter(const char* dev, const char* name) {
 /** Printable work completion, for failure messages. */
 inline std::string describe(const ibv_wc& wc) {
   char b[256];
-  snprintf(b, sizeof b,
-           "{wr_id=0x%llx status=%s opcode=%s byte_len=%u imm=0x%08x wc_flags=0x%x qp_num=0x%x vendor_err=0x%x}",
-           (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), wc_opcode_name(wc.opcode),
-           wc.byte_len, ntohl(wc.imm_data), unsigned(wc.wc_flags), wc.qp_num, wc.vendor_err);
+  snprintf(
+      b, sizeof b,
+      "{wr_id=0x%llx status=%s opcode=%s byte_len=%u imm=0x%08x wc_flags=0x%x qp_num=0x%x vendor_err=0x%x}",
+      (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status), wc_opcode_name(wc.opcode), wc.byte_len,
+      ntohl(wc.imm_data), unsigned(wc.wc_flags), wc.qp_num, wc.vendor_err);
   return b;
 }
 
@@ -196,7 +194,7 @@ struct Options {
   unsigned mr_access = kAllAccess;
   unsigned qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7;
-  uint8_t min_rnr_timer = 1;  ///< 0.01 ms: RNR tests stay short
+  uint8_t min_rnr_timer = 1;                    ///< 0.01 ms: RNR tests stay short
   uint32_t psn_a = 0x001000, psn_b = 0x00b000;  ///< initial send PSN of each side
   bool connect = true;
 };
@@ -209,7 +207,7 @@ struct Host {
   ibv_cq* scq = nullptr;  ///< send CQ
   ibv_cq* rcq = nullptr;  ///< receive CQ (== scq unless Options::separate_cqs)
   ibv_qp* qp = nullptr;
-  ibv_qp_cap cap{};       ///< what ibv_create_qp returned
+  ibv_qp_cap cap{};  ///< what ibv_create_qp returned
   uint8_t* buf = nullptr;
   size_t size = 0;
   ibv_mr* mr = nullptr;
@@ -398,7 +396,8 @@ class VerbsFixture : public ::testing::Test {
     wr.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
     const int rc = ibv_post_send(h.qp, &wr, &bad);
-    if (rc != 0 && bad != &wr) ADD_FAILURE() << "ibv_post_send failed (" << rc << ") but bad_wr is not the WR";
+    if (rc != 0 && bad != &wr)
+      ADD_FAILURE() << "ibv_post_send failed (" << rc << ") but bad_wr is not the WR";
     return rc;
   }
   static int PostRecv(Host& h, uint64_t wr_id, std::vector<ibv_sge> sges) {
@@ -408,7 +407,8 @@ class VerbsFixture : public ::testing::Test {
     wr.num_sge = int(sges.size());
     ibv_recv_wr* bad = nullptr;
     const int rc = ibv_post_recv(h.qp, &wr, &bad);
-    if (rc != 0 && bad != &wr) ADD_FAILURE() << "ibv_post_recv failed (" << rc << ") but bad_wr is not the WR";
+    if (rc != 0 && bad != &wr)
+      ADD_FAILURE() << "ibv_post_recv failed (" << rc << ") but bad_wr is not the WR";
     return rc;
   }
 
@@ -427,13 +427,13 @@ class VerbsFixture : public ::testing::Test {
       const int batch = int(std::min<size_t>(4, want - out.size()));
       const int got = ibv_poll_cq(cq, batch, wc);
       if (got < 0) return ::testing::AssertionFailure() << "ibv_poll_cq returned " << got;
-      if (got > batch) return ::testing::AssertionFailure() << "ibv_poll_cq returned " << got << " > " << batch;
+      if (got > batch)
+        return ::testing::AssertionFailure() << "ibv_poll_cq returned " << got << " > " << batch;
       for (int i = 0; i < got; ++i) out.push_back(wc[i]);
       if (got) continue;
       if (++polls >= kMaxPolls || ((polls & 255) == 0 && std::chrono::steady_clock::now() > deadline))
-        return ::testing::AssertionFailure()
-               << "timed out: " << (want - out.size()) << " of " << n << " completion(s) missing after "
-               << polls << " empty polls";
+        return ::testing::AssertionFailure() << "timed out: " << (want - out.size()) << " of " << n
+                                             << " completion(s) missing after " << polls << " empty polls";
     }
     return ::testing::AssertionSuccess();
   }

@@ -36,7 +36,6 @@
 #include <thread>
 #include <vector>
 
-#include "gloo_quiesce.h"
 #include <gloo/allreduce_ring.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/common/error.h>
@@ -45,6 +44,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/ibverbs/device.h>
+#include "gloo_quiesce.h"
 
 namespace {
 
@@ -113,16 +113,35 @@ std::vector<std::string> split(const std::string& s) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  enum { kRank = 256, kSize, kThreads, kStore, kDevice, kPort, kGid, kIters, kCounts, kBusy, kTimeout, kNoReady, kHelp };
-  static const option longs[] = {
-      {"rank", required_argument, nullptr, kRank},       {"size", required_argument, nullptr, kSize},
-      {"threads", required_argument, nullptr, kThreads}, {"store", required_argument, nullptr, kStore},
-      {"device", required_argument, nullptr, kDevice},   {"port", required_argument, nullptr, kPort},
-      {"gid-index", required_argument, nullptr, kGid},   {"iters", required_argument, nullptr, kIters},
-      {"counts", required_argument, nullptr, kCounts},   {"busy-poll", no_argument, nullptr, kBusy},
-      {"timeout-ms", required_argument, nullptr, kTimeout}, {"no-ready-barrier", no_argument, nullptr, kNoReady},
-      {"help", no_argument, nullptr, kHelp},
-      {nullptr, 0, nullptr, 0}};
+  enum {
+    kRank = 256,
+    kSize,
+    kThreads,
+    kStore,
+    kDevice,
+    kPort,
+    kGid,
+    kIters,
+    kCounts,
+    kBusy,
+    kTimeout,
+    kNoReady,
+    kHelp
+  };
+  static const option longs[] = {{"rank", required_argument, nullptr, kRank},
+                                 {"size", required_argument, nullptr, kSize},
+                                 {"threads", required_argument, nullptr, kThreads},
+                                 {"store", required_argument, nullptr, kStore},
+                                 {"device", required_argument, nullptr, kDevice},
+                                 {"port", required_argument, nullptr, kPort},
+                                 {"gid-index", required_argument, nullptr, kGid},
+                                 {"iters", required_argument, nullptr, kIters},
+                                 {"counts", required_argument, nullptr, kCounts},
+                                 {"busy-poll", no_argument, nullptr, kBusy},
+                                 {"timeout-ms", required_argument, nullptr, kTimeout},
+                                 {"no-ready-barrier", no_argument, nullptr, kNoReady},
+                                 {"help", no_argument, nullptr, kHelp},
+                                 {nullptr, 0, nullptr, 0}};
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, "h", longs, nullptr)) != -1) {
@@ -238,7 +257,8 @@ struct RankState {
 };
 
 // Rank `rank` of `size`, start to finish. Rank 0 prints the summary lines.
-RankResult runRank(const Options& o, int rank, int size, const std::string& storeDir, const std::string& devName) {
+RankResult runRank(const Options& o, int rank, int size, const std::string& storeDir,
+                   const std::string& devName) {
   RankResult res;
   RankState* st = new RankState;  // leaked if anything throws (see RankState)
   gloo::transport::ibverbs::attr attr;
@@ -297,8 +317,8 @@ RankResult runRank(const Options& o, int rank, int size, const std::string& stor
         for (int q = 0; q < size; ++q) want += input(q, i, it);
         if (std::memcmp(&buf[i], &want, sizeof want) != 0) {
           if (wrong < 5)
-            say("gloo_allreduce: WRONG rank %d count %zu iter %d index %zu: expected %.1f got %.9g\n", rank, count,
-                it, i, double(want), double(buf[i]));
+            say("gloo_allreduce: WRONG rank %d count %zu iter %d index %zu: expected %.1f got %.9g\n", rank,
+                count, it, i, double(want), double(buf[i]));
           ++wrong;
         }
       }
@@ -321,7 +341,8 @@ RankResult runRank(const Options& o, int rank, int size, const std::string& stor
           st->wrongAll ? ("FAIL (" + std::to_string(st->wrongAll) + " wrong elements over all ranks)").c_str()
                        : "ok (every rank, every element)");
     }
-    if (st->wrongAll && res.status == kExitOk) res.status = kExitWrong, res.error = "another rank saw wrong data";
+    if (st->wrongAll && res.status == kExitOk)
+      res.status = kExitWrong, res.error = "another rank saw wrong data";
   }
   if (o.busyPoll) {
     delete st;
@@ -341,7 +362,8 @@ RankResult runRank(const Options& o, int rank, int size, const std::string& stor
 std::string storeCleanup;  // the threads mode's private store directory
 
 // Catches Gloo's exceptions and says which kind they are.
-RankResult guarded(const Options& o, int rank, int size, const std::string& storeDir, const std::string& dev) {
+RankResult guarded(const Options& o, int rank, int size, const std::string& storeDir,
+                   const std::string& dev) {
   RankResult r;
   try {
     return runRank(o, rank, size, storeDir, dev);
@@ -405,13 +427,17 @@ int main(int argc, char** argv) {
   const int n = o.threads > 0 ? o.threads : 1;
   std::vector<std::string> devs(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    if (!o.devices.empty()) devs[size_t(r)] = o.devices[o.devices.size() == 1 ? 0 : size_t(r)];
-    else if (o.threads > 0) devs[size_t(r)] = "hcasim" + std::to_string(r);
-    else devs[size_t(r)] = "";  // Gloo picks the first device
+    if (!o.devices.empty())
+      devs[size_t(r)] = o.devices[o.devices.size() == 1 ? 0 : size_t(r)];
+    else if (o.threads > 0)
+      devs[size_t(r)] = "hcasim" + std::to_string(r);
+    else
+      devs[size_t(r)] = "";  // Gloo picks the first device
     if (!devs[size_t(r)].empty() && std::find(have.begin(), have.end(), devs[size_t(r)]) == have.end()) {
-      std::fprintf(stderr, "gloo_allreduce: no ibverbs device '%s' (available: %s)%s\n", devs[size_t(r)].c_str(),
-                   join(have).c_str(),
-                   o.threads > 0 && o.devices.empty() ? "; on the simulator set HCASIM_HOSTS to the rank count" : "");
+      std::fprintf(
+          stderr, "gloo_allreduce: no ibverbs device '%s' (available: %s)%s\n", devs[size_t(r)].c_str(),
+          join(have).c_str(),
+          o.threads > 0 && o.devices.empty() ? "; on the simulator set HCASIM_HOSTS to the rank count" : "");
       return kExitUsage;
     }
   }
@@ -426,7 +452,8 @@ int main(int argc, char** argv) {
   if (o.threads > 0) dir += "/gloo_allreduce." + std::to_string(getpid());
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    std::fprintf(stderr, "gloo_allreduce: cannot create store directory %s: %s\n", dir.c_str(), ec.message().c_str());
+    std::fprintf(stderr, "gloo_allreduce: cannot create store directory %s: %s\n", dir.c_str(),
+                 ec.message().c_str());
     return kExitUsage;
   }
 
@@ -440,13 +467,15 @@ int main(int argc, char** argv) {
     for (auto& t : ts) t.join();
     for (int r = 0; r < o.threads; ++r) {
       const RankResult& res = results[size_t(r)];
-      if (res.status == kExitWrong) std::fprintf(stderr, "gloo_allreduce: rank %d: %s\n", r, res.error.c_str());
+      if (res.status == kExitWrong)
+        std::fprintf(stderr, "gloo_allreduce: rank %d: %s\n", r, res.error.c_str());
       status = std::max(status, res.status);
     }
     std::filesystem::remove_all(dir, ec);
   } else {
     const RankResult res = guarded(o, o.rank, o.size, dir, devs[0]);
-    if (res.status == kExitWrong) std::fprintf(stderr, "gloo_allreduce: rank %d: %s\n", o.rank, res.error.c_str());
+    if (res.status == kExitWrong)
+      std::fprintf(stderr, "gloo_allreduce: rank %d: %s\n", o.rank, res.error.c_str());
     status = res.status;
   }
   if (status == kExitOk) std::printf("gloo_allreduce: PASS\n");

@@ -83,7 +83,10 @@ class Parser {
           case 'u': {
             if (i_ + 4 >= s_.size()) return fail("truncated \\u");
             unsigned v = unsigned(std::strtoul(s_.substr(i_ + 1, 4).c_str(), nullptr, 16));
-            if (v < 0x80) out += char(v); else out += '?';
+            if (v < 0x80)
+              out += char(v);
+            else
+              out += '?';
             i_ += 4;
             break;
           }
@@ -203,6 +206,8 @@ class Parser {
   std::string err_;
 };
 
-inline bool parse(const std::string& text, Value& out, std::string& err) { return Parser(text).parse(out, err); }
+inline bool parse(const std::string& text, Value& out, std::string& err) {
+  return Parser(text).parse(out, err);
+}
 
 }  // namespace minijson

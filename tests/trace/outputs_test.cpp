@@ -38,12 +38,14 @@ using namespace tracetest;
 // Sanitizer builds: HCASIM_TEST_PRELOAD names a runtime the (unsanitized) scenarios must load first.
 const std::string kHcasim = [] {
   const char* pre = std::getenv("HCASIM_TEST_PRELOAD");
-  return (pre && *pre ? "env LD_PRELOAD='" + std::string(pre) + "' ASAN_OPTIONS=detect_leaks=0 " : std::string()) +
+  return (pre && *pre ? "env LD_PRELOAD='" + std::string(pre) + "' ASAN_OPTIONS=detect_leaks=0 "
+                      : std::string()) +
          HCASIM_BIN;
 }();
-const std::map<std::string, std::string> kScenarios = {
-    {"send_recv", SCN_SEND_RECV}, {"write_imm", SCN_WRITE_IMM}, {"read_multi_mtu", SCN_READ_MULTI_MTU},
-    {"solicited", SCN_SOLICITED}};
+const std::map<std::string, std::string> kScenarios = {{"send_recv", SCN_SEND_RECV},
+                                                       {"write_imm", SCN_WRITE_IMM},
+                                                       {"read_multi_mtu", SCN_READ_MULTI_MTU},
+                                                       {"solicited", SCN_SOLICITED}};
 
 std::string run_cmd(const std::string& cmd, int* status = nullptr) {
   std::string out;
@@ -69,8 +71,8 @@ Outputs run_all(const std::string& scenario) {
   o.dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
   const std::string d = o.dir + "/";
   const std::string cmd = kHcasim + " run --idle-us 0 --trace " + d + "trace --timeline " + d +
-                          "timeline.json --vcd " + d + "signals.vcd --pcap " + d + "wire.pcap --stats-json " + d +
-                          "stats.json -- " + kScenarios.at(scenario) + " 2>&1";
+                          "timeline.json --vcd " + d + "signals.vcd --pcap " + d + "wire.pcap --stats-json " +
+                          d + "stats.json -- " + kScenarios.at(scenario) + " 2>&1";
   o.out = run_cmd(cmd, &o.status);
   o.trace = slurp(d + "trace");
   o.timeline = slurp(d + "timeline.json");
@@ -82,8 +84,10 @@ Outputs run_all(const std::string& scenario) {
 }
 
 void cleanup(const Outputs& o) {
-  if (!::testing::Test::HasFailure()) run_cmd("rm -rf '" + o.dir + "'");
-  else std::printf("outputs kept in %s\n", o.dir.c_str());
+  if (!::testing::Test::HasFailure())
+    run_cmd("rm -rf '" + o.dir + "'");
+  else
+    std::printf("outputs kept in %s\n", o.dir.c_str());
 }
 
 class TraceOutputs : public ::testing::TestWithParam<std::string> {
@@ -122,8 +126,10 @@ TEST_P(TraceOutputs, PcapFramesAreTheTracePacketsWithValidIcrc) {
 TEST_P(TraceOutputs, TsharkDissectsEveryFrameAsTheTraceShows) {
   if (std::system("command -v tshark >/dev/null 2>&1") != 0) GTEST_SKIP() << "tshark is not installed";
   const std::string out = run_cmd(
-      "tshark -r '" + o_.dir + "/wire.pcap' --disable-heuristic rpcrdma_infiniband -o ip.check_checksum:TRUE "
-      "-o udp.check_checksum:TRUE -T fields -E separator='|' -E occurrence=f -e frame.number -e frame.protocols "
+      "tshark -r '" + o_.dir +
+      "/wire.pcap' --disable-heuristic rpcrdma_infiniband -o ip.check_checksum:TRUE "
+      "-o udp.check_checksum:TRUE -T fields -E separator='|' -E occurrence=f -e frame.number -e "
+      "frame.protocols "
       "-e infiniband.bth.opcode -e infiniband.bth.psn -e infiniband.bth.se -e _ws.malformed -e _ws.expert "
       "-e ip.checksum.status 2>/dev/null");
   std::vector<std::string> rows;
@@ -223,9 +229,9 @@ TEST_P(TraceOutputs, VcdIsWellFormedAndTracksTheQueues) {
   std::string err;
   ASSERT_TRUE(v.parse(o_.vcd, err)) << err;
   EXPECT_EQ(v.timescale, "1ps");
-  for (const char* s : {"hcasim0.sq_doorbell", "hcasim0.port.tx_busy", "hcasim1.port.tx_busy", "hcasim0.port.tx_psn",
-                        "hcasim1.port.rx_frame", "hcasim0.qp_0x000011.sq_pi", "hcasim0.qp_0x000011.sq_ci",
-                        "hcasim0.cq_1.pi"})
+  for (const char* s :
+       {"hcasim0.sq_doorbell", "hcasim0.port.tx_busy", "hcasim1.port.tx_busy", "hcasim0.port.tx_psn",
+        "hcasim1.port.rx_frame", "hcasim0.qp_0x000011.sq_pi", "hcasim0.qp_0x000011.sq_ci", "hcasim0.cq_1.pi"})
     EXPECT_NE(v.find(s), nullptr) << s;
   // Final values against the trace: the last SQ doorbell's producer, the CQEs written per host.
   std::map<std::string, unsigned> cqes;
@@ -292,14 +298,16 @@ TEST(StepMode, ScriptedSession) {
     std::fclose(f);
   }
   int st = -1;
-  const std::string out = run_cmd(kHcasim + " run --idle-us 0 --step-script " + script + " -- " +
-                                      kScenarios.at("write_imm") + " 2>&1",
-                                  &st);
+  const std::string out = run_cmd(
+      kHcasim + " run --idle-us 0 --step-script " + script + " -- " + kScenarios.at("write_imm") + " 2>&1",
+      &st);
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("hcasim: step mode: pausing at every hardware event"), std::string::npos) << out;
   EXPECT_NE(out.find("(step) n doorbell\n"), std::string::npos) << out;  // commands echoed
-  EXPECT_NE(out.find("doorbell    0x000011  UAR+0x800 SQ doorbell: qpn=0x11 producer=1"), std::string::npos) << out;
-  EXPECT_NE(out.find("QP 0x000011 on hcasim0: RTS, dest QP 0x000011, path MTU 1024"), std::string::npos) << out;
+  EXPECT_NE(out.find("doorbell    0x000011  UAR+0x800 SQ doorbell: qpn=0x11 producer=1"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("QP 0x000011 on hcasim0: RTS, dest QP 0x000011, path MTU 1024"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("  SQ: 8 WQEBBs; producer (last doorbell) 0, next fetch 0"), std::string::npos) << out;
   EXPECT_NE(out.find("QP 0x000011 on hcasim0 buffer tables:"), std::string::npos) << out;
   EXPECT_NE(out.find("    page 0: L1[0]@0x"), std::string::npos) << out;
@@ -334,9 +342,8 @@ TEST(StepMode, CommandsOnAPipeAndAFilter) {
 TEST(StepMode, NoCommandSourceIsAnError) {
   int st = -1;
   // No terminal (setsid), stdin not a pipe, no script: refused before the program runs.
-  const std::string out = run_cmd("setsid -w " + kHcasim + " run --step -- " +
-                                      kScenarios.at("send_recv") + " </dev/null 2>&1",
-                                  &st);
+  const std::string out = run_cmd(
+      "setsid -w " + kHcasim + " run --step -- " + kScenarios.at("send_recv") + " </dev/null 2>&1", &st);
   EXPECT_EQ(st, 2) << out;
   EXPECT_NE(out.find("--step needs a terminal"), std::string::npos) << out;
 }

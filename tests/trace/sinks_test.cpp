@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file sinks_test.cpp
- * @brief The trace sinks on synthetic events, without a simulation: the Perfetto timeline (valid JSON, tracks, flows), the VCD writer
- *        (declarations, strobes, busy lines), the step controller's commands, the hub.
+ * @brief The trace sinks on synthetic events, without a simulation: the Perfetto timeline (valid JSON,
+ * tracks, flows), the VCD writer (declarations, strobes, busy lines), the step controller's commands, the
+ * hub.
  */
 #include <gtest/gtest.h>
 
@@ -67,34 +68,46 @@ std::vector<TraceEvent> one_send() {
   std::vector<TraceEvent> v = {
       ev(0, 1, TraceUnit::Driver, TraceKind::Post, 0x11, "post_recv: 1 SGE(s) -> RQ WQE 0",
          TraceFields().set_wqe(0).set_flag(model::kTfRq)),
-      ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: SEND len=1500 -> SQ WQE 0 (1 WQEBB) signaled",
+      ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11,
+         "post_send: SEND len=1500 -> SQ WQE 0 (1 WQEBB) signaled",
          TraceFields().set_wqe(0).set_count(1).set_flag(model::kTfSignaled)),
       ev(150, 0, TraceUnit::Doorbell, TraceKind::Doorbell, 0x11, "UAR+0x800 SQ doorbell: qpn=0x11 producer=1",
          TraceFields().set_index(1)),
-      ev(750, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11, "SQ WQE 0 (1 WQEBB): SEND len=1500 sge=1 signaled, ready in 1.0 ns",
+      ev(750, 0, TraceUnit::WqeFetch, TraceKind::WqeFetch, 0x11,
+         "SQ WQE 0 (1 WQEBB): SEND len=1500 sge=1 signaled, ready in 1.0 ns",
          TraceFields().set_wqe(0).set_count(1).set_flag(model::kTfSignaled)),
-      ev(752, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 SEND: 2 packet(s) at MTU 1024, PSN 100..101",
+      ev(752, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11,
+         "WQE 0 SEND: 2 packet(s) at MTU 1024, PSN 100..101",
          TraceFields().set_wqe(0).set_count(2).set_psn_range(100, 101)),
       ev(760, 0, TraceUnit::Requester, TraceKind::PktTx, 0x11, "WQE 0: start SEND to qp 0x11, first PSN 100",
          TraceFields().set_wqe(0).set_peer_qpn(0x11).set_psn(100)),
-      ev(800, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_FIRST       psn=100      dqp=0x000011 payload=1024  (1082 B on wire)",
+      ev(800, 0, TraceUnit::Port, TraceKind::PktTx, none,
+         "TX SEND_FIRST       psn=100      dqp=0x000011 payload=1024  (1082 B on wire)",
          pkt(BthOpcode::SEND_FIRST, 100, 0x11, 1082)),
-      ev(889, 0, TraceUnit::Port, TraceKind::PktTx, none, "TX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq (534 B on wire)",
+      ev(889, 0, TraceUnit::Port, TraceKind::PktTx, none,
+         "TX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq (534 B on wire)",
          pkt(BthOpcode::SEND_LAST, 101, 0x11, 534).set_flag(model::kTfAckReq)),
-      ev(900, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_FIRST       psn=100      dqp=0x000011 payload=1024 ",
+      ev(900, 1, TraceUnit::Port, TraceKind::PktRx, none,
+         "RX SEND_FIRST       psn=100      dqp=0x000011 payload=1024 ",
          pkt(BthOpcode::SEND_FIRST, 100, 0x11)),
       ev(900, 1, TraceUnit::Responder, TraceKind::WqeFetch, 0x11, "RQ WQE 0: 1 SGE(s)",
          TraceFields().set_wqe(0).set_count(1).set_flag(model::kTfRq)),
-      ev(950, 1, TraceUnit::Port, TraceKind::PktRx, none, "RX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq",
+      ev(950, 1, TraceUnit::Port, TraceKind::PktRx, none,
+         "RX SEND_LAST        psn=101      dqp=0x000011 payload=476   AckReq",
          pkt(BthOpcode::SEND_LAST, 101, 0x11).set_flag(model::kTfAckReq)),
-      ev(960, 1, TraceUnit::Port, TraceKind::PktTx, none, "TX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1] (62 B on wire)",
+      ev(960, 1, TraceUnit::Port, TraceKind::PktTx, none,
+         "TX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1] (62 B on wire)",
          pkt(BthOpcode::ACKNOWLEDGE, 101, 0x11, 62)),
-      ev(1070, 0, TraceUnit::Port, TraceKind::PktRx, none, "RX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1]",
+      ev(1070, 0, TraceUnit::Port, TraceKind::PktRx, none,
+         "RX ACK              psn=101      dqp=0x000011 payload=0     AETH[ACK msn=1]",
          pkt(BthOpcode::ACKNOWLEDGE, 101, 0x11)),
-      ev(1070, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=101 msn=1", TraceFields().set_psn(101)),
-      ev(1100, 1, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] RESP_SEND wqe=0 len=1500 status=0x00 owner=0",
+      ev(1070, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=101 msn=1",
+         TraceFields().set_psn(101)),
+      ev(1100, 1, TraceUnit::Cq, TraceKind::CqeWrite, 0x11,
+         "CQ 1 CQE[0] RESP_SEND wqe=0 len=1500 status=0x00 owner=0",
          TraceFields().set_queue(1).set_index(1).set_wqe(0).set_flag(model::kTfRq)),
-      ev(1200, 0, TraceUnit::Cq, TraceKind::CqeWrite, 0x11, "CQ 1 CQE[0] REQ wqe=0 len=1500 status=0x00 owner=0",
+      ev(1200, 0, TraceUnit::Cq, TraceKind::CqeWrite, 0x11,
+         "CQ 1 CQE[0] REQ wqe=0 len=1500 status=0x00 owner=0",
          TraceFields().set_queue(1).set_index(1).set_wqe(0)),
   };
   return v;
@@ -124,7 +137,8 @@ TEST(TraceTimeline, ValidJsonTracksAndFlows) {
   for (const auto& e : te.arr) {
     const std::string ph = e["ph"].str;
     if (ph == "M" && e["name"].str == "process_name") ++procs;
-    if (ph == "M" && e["name"].str == "thread_name") named_threads.insert({int(e["pid"].num), int(e["tid"].num)});
+    if (ph == "M" && e["name"].str == "thread_name")
+      named_threads.insert({int(e["pid"].num), int(e["tid"].num)});
     if (ph == "X") {
       ++x;
       EXPECT_TRUE(e.has("ts") && e.has("dur") && e.has("pid") && e.has("tid") && e["args"].has("facts"));
@@ -157,11 +171,14 @@ TEST(TraceTimeline, UnsignaledWqeEndsAtItsAck) {
   ASSERT_NE(f, nullptr);
   {
     TimelineSink sink(f, true, {"hcasim0", "hcasim1"});
-    sink.record(ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11, "post_send: RDMA_WRITE len=64 -> SQ WQE 0 (1 WQEBB)",
+    sink.record(ev(0, 0, TraceUnit::Driver, TraceKind::Post, 0x11,
+                   "post_send: RDMA_WRITE len=64 -> SQ WQE 0 (1 WQEBB)",
                    TraceFields().set_wqe(0).set_count(1)));
-    sink.record(ev(1, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11, "WQE 0 RDMA_WRITE: 1 packet(s) at MTU 1024, PSN 5..5",
+    sink.record(ev(1, 0, TraceUnit::Requester, TraceKind::WqeDecode, 0x11,
+                   "WQE 0 RDMA_WRITE: 1 packet(s) at MTU 1024, PSN 5..5",
                    TraceFields().set_wqe(0).set_count(1).set_psn_range(5, 5)));
-    sink.record(ev(9, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=5 msn=1", TraceFields().set_psn(5)));
+    sink.record(
+        ev(9, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK psn=5 msn=1", TraceFields().set_psn(5)));
   }
   minijson::Value doc;
   std::string err;
@@ -178,7 +195,8 @@ TEST(TraceTimeline, UnsignaledWqeEndsAtItsAck) {
 TEST(TraceVcd, DeclarationsStrobesAndBusyLines) {
   const std::string path = temp_path("signals.vcd");
   {
-    VcdSink sink(path, {"hcasim0", "hcasim1"}, [](uint32_t bytes) { return uint64_t(bytes) * 80; }, 1000);
+    VcdSink sink(
+        path, {"hcasim0", "hcasim1"}, [](uint32_t bytes) { return uint64_t(bytes) * 80; }, 1000);
     ASSERT_TRUE(sink.ok());
     for (auto& e : one_send()) sink.record(e);
     // A second frame starting exactly when the first ends keeps tx_busy high.
@@ -194,10 +212,11 @@ TEST(TraceVcd, DeclarationsStrobesAndBusyLines) {
   std::string err;
   ASSERT_TRUE(v.parse(tracetest::slurp(path), err)) << err;
   EXPECT_EQ(v.timescale, "1ps");
-  for (const char* s : {"hcasim0.sq_doorbell", "hcasim0.port.tx_busy", "hcasim0.port.tx_psn", "hcasim0.port.tx_opcode",
-                        "hcasim0.qp_0x000011.sq_posted", "hcasim0.qp_0x000011.sq_pi", "hcasim0.qp_0x000011.sq_ci",
-                        "hcasim1.qp_0x000011.rq_pi", "hcasim1.qp_0x000011.rq_ci", "hcasim1.port.rx_frame",
-                        "hcasim0.cq_1.pi", "hcasim1.cq_1.pi"})
+  for (const char* s :
+       {"hcasim0.sq_doorbell", "hcasim0.port.tx_busy", "hcasim0.port.tx_psn", "hcasim0.port.tx_opcode",
+        "hcasim0.qp_0x000011.sq_posted", "hcasim0.qp_0x000011.sq_pi", "hcasim0.qp_0x000011.sq_ci",
+        "hcasim1.qp_0x000011.rq_pi", "hcasim1.qp_0x000011.rq_ci", "hcasim1.port.rx_frame", "hcasim0.cq_1.pi",
+        "hcasim1.cq_1.pi"})
     EXPECT_NE(v.find(s), nullptr) << s;
   // The doorbell strobe: 0 at #0, 1 at 150 ns, 0 one strobe width later.
   const auto& db = v.changes.at(v.find("hcasim0.sq_doorbell")->code);
@@ -249,9 +268,15 @@ TEST(TraceVcd, CqArmStateAndInterrupt) {
 
 class FakeInspector : public ModelInspector {
  public:
-  std::string qp(uint32_t host, uint32_t qpn) override { return "QP " + std::to_string(qpn) + "@" + std::to_string(host) + "\n"; }
-  std::string bt(uint32_t host, uint32_t qpn) override { return "BT " + std::to_string(qpn) + "@" + std::to_string(host) + "\n"; }
-  std::string cq(uint32_t host, uint32_t cqn) override { return "CQ " + std::to_string(cqn) + "@" + std::to_string(host) + "\n"; }
+  std::string qp(uint32_t host, uint32_t qpn) override {
+    return "QP " + std::to_string(qpn) + "@" + std::to_string(host) + "\n";
+  }
+  std::string bt(uint32_t host, uint32_t qpn) override {
+    return "BT " + std::to_string(qpn) + "@" + std::to_string(host) + "\n";
+  }
+  std::string cq(uint32_t host, uint32_t cqn) override {
+    return "CQ " + std::to_string(cqn) + "@" + std::to_string(host) + "\n";
+  }
   std::string stats() override { return "STATS\n"; }
 };
 

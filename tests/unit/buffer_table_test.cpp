@@ -126,13 +126,13 @@ TEST(BufferTable, OffsetsBeyondTheLastPageFail) {
 TEST(BufferTable, InvalidEntriesFailAndDoNotPoisonTheCursor) {
   DmaRig rig;
   HandTable t = rig.build(4, 1);
-  t.tables[0][2] = 0;                                          // no valid bit, no address
-  t.tables[0][3] = hw::to_be64(t.page_iova[3]);                // address but no valid bit
+  t.tables[0][2] = 0;                            // no valid bit, no address
+  t.tables[0][3] = hw::to_be64(t.page_iova[3]);  // address but no valid bit
   BufferCursor cur;
-  ASSERT_TRUE(xlate(rig, t.desc, kPage, cur).r.ok);            // page 1: walk
-  EXPECT_FALSE(xlate(rig, t.desc, 2 * kPage, cur).r.ok);       // page 2: invalid
-  EXPECT_FALSE(xlate(rig, t.desc, 3 * kPage + 8, cur).r.ok);   // page 3: invalid
-  Xlate x = xlate(rig, t.desc, kPage + 4, cur);                // page 1 again: still cached
+  ASSERT_TRUE(xlate(rig, t.desc, kPage, cur).r.ok);           // page 1: walk
+  EXPECT_FALSE(xlate(rig, t.desc, 2 * kPage, cur).r.ok);      // page 2: invalid
+  EXPECT_FALSE(xlate(rig, t.desc, 3 * kPage + 8, cur).r.ok);  // page 3: invalid
+  Xlate x = xlate(rig, t.desc, kPage + 4, cur);               // page 1 again: still cached
   ASSERT_TRUE(x.r.ok);
   EXPECT_EQ(x.r.reads, 0u);
   EXPECT_EQ(x.r.dma, t.page_iova[1] + 4);

@@ -137,13 +137,13 @@ TEST_F(CqEqTest, CqeLandsAfterThePcieWriteLatencyWithEveryField) {
   const uint64_t ts = (t0 + lat) / 1000;
   std::vector<uint8_t> expect(64, 0);
   for (int i = 0; i < 8; ++i) expect[i] = uint8_t(ts >> (56 - 8 * i));
-  const uint8_t rest[] = {0x00, 0x00, 0x10, 0x00,   // byte_cnt
-                          0xca, 0xfe, 0xf0, 0x0d,   // imm, as given (network order)
-                          0x00, 0x12, 0x34, 0x56,   // qpn, 24 bits
-                          0x00, 0x65, 0x43, 0x21,   // src_qp
-                          0xbe, 0xef,               // wqe_counter
-                          0x00, 0x00,               // syndrome, vendor syndrome
-                          0x03, 0x0b};              // flags, req_opcode
+  const uint8_t rest[] = {0x00, 0x00, 0x10, 0x00,  // byte_cnt
+                          0xca, 0xfe, 0xf0, 0x0d,  // imm, as given (network order)
+                          0x00, 0x12, 0x34, 0x56,  // qpn, 24 bits
+                          0x00, 0x65, 0x43, 0x21,  // src_qp
+                          0xbe, 0xef,              // wqe_counter
+                          0x00, 0x00,              // syndrome, vendor syndrome
+                          0x03, 0x0b};             // flags, req_opcode
   std::memcpy(expect.data() + 8, rest, sizeof rest);
   expect[63] = 0x30;  // RESP_SEND_IMM, owner 0 on the first pass
   std::vector<uint8_t> got(cq_ring.pages[0], cq_ring.pages[0] + 64);

@@ -272,7 +272,8 @@ TEST_F(DmaBufferTest, UnalignedPinnedRegion) {
     EXPECT_EQ(d.first_page_offset, 0x123u);
     EXPECT_EQ(d.npages, 3u);
     EXPECT_EQ(d.levels, 1);
-    for (uint64_t off : {uint64_t{0}, uint64_t{1}, kPage - 0x124, kPage - 0x123, 2 * kPage - 0x123, len - 1}) {
+    for (uint64_t off :
+         {uint64_t{0}, uint64_t{1}, kPage - 0x124, kPage - 0x123, 2 * kPage - 0x123, len - 1}) {
       model::BtResult br;
       ASSERT_EQ(reach(d, off, &br), addr + off) << "offset " << off;
       EXPECT_EQ(br.contiguous, kPage - (off + 0x123) % kPage) << off;

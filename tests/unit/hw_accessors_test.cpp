@@ -214,7 +214,8 @@ TEST(HwAccessors, PortGidsAsTheKernelDerivesThem) {
   const uint8_t mac[6] = {0x02, 0x00, 0xc0, 0x00, 0x02, 0x01};
   uint8_t g[16];
   port_gid(0, mac, 0xc0000201, g);
-  const uint8_t link_local[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0xc0, 0xff, 0xfe, 0x00, 0x02, 0x01};
+  const uint8_t link_local[16] = {0xfe, 0x80, 0,    0,    0,    0,    0,    0,
+                                  0x00, 0x00, 0xc0, 0xff, 0xfe, 0x00, 0x02, 0x01};
   EXPECT_EQ(0, std::memcmp(g, link_local, 16));
   port_gid(1, mac, 0xc0000201, g);
   const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1};

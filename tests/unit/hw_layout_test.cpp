@@ -169,26 +169,26 @@ TEST(HwLayout, CtrlEncodersMaskTheirFields) {
   EXPECT_EQ(ctrl_qpn_ds(0x123456, 4), 0x12345604u);
   EXPECT_EQ(ctrl_qpn_ds(0x123456, 0x41), 0x12345601u);  // ds is 6 bits
   EXPECT_EQ(ctrl_qpn_ds(0x123456, 0x3f), 0x1234563fu);
-  EXPECT_EQ(ctrl_qpn_ds(0xff123456, 1), 0x12345601u);   // QPN is 24 bits
+  EXPECT_EQ(ctrl_qpn_ds(0xff123456, 1), 0x12345601u);  // QPN is 24 bits
 }
 
 TEST(HwLayout, RaddrAtomicDataSegByteImages) {
   RaddrSeg r{};
   r.raddr = to_be64(0x00007f0011223344ull);
   r.rkey = to_be32(0xa1b2c3d4);
-  EXPECT_EQ(bytes_of(r), (std::vector<uint8_t>{0x00, 0x00, 0x7f, 0x00, 0x11, 0x22, 0x33, 0x44, 0xa1,
-                                               0xb2, 0xc3, 0xd4, 0, 0, 0, 0}));
+  EXPECT_EQ(bytes_of(r), (std::vector<uint8_t>{0x00, 0x00, 0x7f, 0x00, 0x11, 0x22, 0x33, 0x44, 0xa1, 0xb2,
+                                               0xc3, 0xd4, 0, 0, 0, 0}));
   AtomicSeg a{};
   a.swap_add = to_be64(0x1122334455667788ull);
   a.compare = to_be64(0x99aabbccddeeff00ull);
-  EXPECT_EQ(bytes_of(a), (std::vector<uint8_t>{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99,
-                                               0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00}));
+  EXPECT_EQ(bytes_of(a), (std::vector<uint8_t>{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa,
+                                               0xbb, 0xcc, 0xdd, 0xee, 0xff, 0x00}));
   DataSeg d{};
   d.byte_count = to_be32(0x100);
   d.lkey = to_be32(0x1234);
   d.addr = to_be64(0x0102030405060708ull);
-  EXPECT_EQ(bytes_of(d), (std::vector<uint8_t>{0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x12, 0x34, 1, 2,
-                                               3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(bytes_of(d),
+            (std::vector<uint8_t>{0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x12, 0x34, 1, 2, 3, 4, 5, 6, 7, 8}));
   InlineSeg in{to_be32(kInlineFlag | 5)};
   EXPECT_EQ(bytes_of(in), (std::vector<uint8_t>{0x80, 0x00, 0x00, 0x05}));
 }

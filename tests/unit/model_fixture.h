@@ -55,10 +55,10 @@ class HostPages {
 /** @brief A buffer described by a hand-built table: its descriptor, host pages and their IOVAs. */
 struct HandTable {
   hw::BufferDesc desc{};
-  std::vector<uint8_t*> pages;      ///< host address of each data page (nullptr if not backed)
-  std::vector<uint64_t> page_iova;  ///< DMA address of each data page
-  std::vector<uint64_t*> tables;    ///< host address of root (first) and leaf tables
-  std::vector<uint64_t> table_iova; ///< their DMA addresses
+  std::vector<uint8_t*> pages;       ///< host address of each data page (nullptr if not backed)
+  std::vector<uint64_t> page_iova;   ///< DMA address of each data page
+  std::vector<uint64_t*> tables;     ///< host address of root (first) and leaf tables
+  std::vector<uint64_t> table_iova;  ///< their DMA addresses
 };
 
 /** @brief IOMMU + DMA engine + buffer-table walker over this process's memory, no tracing. */

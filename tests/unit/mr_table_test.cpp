@@ -26,7 +26,7 @@ using test::kPage;
 
 constexpr uint32_t kKey = 0x00abcd01;
 constexpr uint32_t kPd = 7;
-constexpr uint64_t kVa = 0x7f0000001100ull;  // 0x100 into a page
+constexpr uint64_t kVa = 0x7f0000001100ull;   // 0x100 into a page
 constexpr uint64_t kLen = 2 * kPage + 0x200;  // spans three pages: 0xf00 + 0x1000 + 0x300
 
 class MrTableTest : public ::testing::Test {

@@ -33,8 +33,8 @@ std::vector<uint8_t> read_file(const std::string& path) {
 }
 
 uint32_t le32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
@@ -365,7 +365,8 @@ TEST(PcapWriter, TsharkFlagsZeroUdpChecksumOverIpv6) {
     ASSERT_GT(n, 0u);
     w.write(0, out.data(), n);
   }
-  const std::string out = run("tshark -r '" + path + "' -T fields -e infiniband.bth.opcode -e _ws.expert.message 2>/dev/null");
+  const std::string out =
+      run("tshark -r '" + path + "' -T fields -e infiniband.bth.opcode -e _ws.expert.message 2>/dev/null");
   EXPECT_NE(out.find("4\t"), std::string::npos) << out;
   EXPECT_NE(out.find("Illegal checksum value (0)"), std::string::npos) << out;
   std::remove(path.c_str());

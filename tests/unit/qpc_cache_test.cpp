@@ -80,10 +80,10 @@ TEST_F(QpcCacheTest, HitRefreshesRecency) {
   QpcCache c(prof, tracer, 3);
   for (uint32_t q = 1; q <= 4; ++q) c.create(q);
   EXPECT_EQ(pattern(c, {1, 2, 3}), "MMM");
-  EXPECT_EQ(pattern(c, {1}), "H");     // 1 is now most recent; 2 is the LRU
-  EXPECT_EQ(pattern(c, {4}), "M");     // evicts 2
+  EXPECT_EQ(pattern(c, {1}), "H");  // 1 is now most recent; 2 is the LRU
+  EXPECT_EQ(pattern(c, {4}), "M");  // evicts 2
   EXPECT_EQ(pattern(c, {1, 3, 4}), "HHH");
-  EXPECT_EQ(pattern(c, {2}), "M");     // evicts 1 (3, 4 were touched later)
+  EXPECT_EQ(pattern(c, {2}), "M");  // evicts 1 (3, 4 were touched later)
   EXPECT_EQ(pattern(c, {3, 4, 2}), "HHH");
   EXPECT_EQ(pattern(c, {1}), "M");
 }

@@ -262,11 +262,11 @@ TEST(Lengths, HeaderAndFrame) {
  * and the byte order independently of this code and of Linux rxe.
  */
 const uint8_t kCx4CnpFrame[] = {
-    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08, 0x00, 0x45, 0xc2,
-    0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, 0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00,
-    0x12, 0x01, 0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, 0x81, 0x00, 0xff, 0xff, 0x40, 0x00,
-    0x01, 0x18, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x82, 0xfd, 0x00, 0x2a,
+    0xe4, 0x1d, 0x2d, 0xab, 0x2b, 0xc2, 0x7c, 0xfe, 0x90, 0x64, 0x3b, 0x32, 0x08, 0x00, 0x45,
+    0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11, 0x91, 0x61, 0x0a, 0x00, 0x11, 0x01,
+    0x0a, 0x00, 0x12, 0x01, 0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00, 0x81, 0x00, 0xff,
+    0xff, 0x40, 0x00, 0x01, 0x18, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x82, 0xfd, 0x00, 0x2a,
 };
 
 /*
@@ -277,11 +277,11 @@ const uint8_t kCx4CnpFrame[] = {
  * own Python implementation.
  */
 const uint8_t kScapyUcFrame[] = {
-    0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22, 0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22, 0x08, 0x00,
-    0x45, 0x01, 0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 0xc0, 0xa8, 0x00, 0x07,
-    0xc0, 0xa8, 0x00, 0x07, 0xc0, 0x00, 0x12, 0xb7, 0x00, 0x2c, 0xac, 0xa2, 0x24, 0x60, 0xff, 0xff,
-    0x00, 0x00, 0x00, 0xd3, 0x00, 0xcf, 0x17, 0x10, 0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9,
-    0x0e, 0x9a, 0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e, 0x50, 0x00, 0x00, 0x78, 0xf3, 0x53, 0xf3,
+    0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22, 0x24, 0x8a, 0x07, 0xa8, 0xfa, 0x22, 0x08, 0x00, 0x45, 0x01,
+    0x00, 0x40, 0x04, 0x78, 0x40, 0x00, 0x40, 0x11, 0xb4, 0xd5, 0xc0, 0xa8, 0x00, 0x07, 0xc0, 0xa8,
+    0x00, 0x07, 0xc0, 0x00, 0x12, 0xb7, 0x00, 0x2c, 0xac, 0xa2, 0x24, 0x60, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0xd3, 0x00, 0xcf, 0x17, 0x10, 0x46, 0x30, 0x81, 0x8b, 0xe2, 0x89, 0x35, 0xd9, 0x0e, 0x9a,
+    0x95, 0x50, 0x54, 0x01, 0xbe, 0x88, 0x5e, 0x50, 0x00, 0x00, 0x78, 0xf3, 0x53, 0xf3,
 };
 
 TEST(Icrc, MatchesConnectX4Capture) {
@@ -375,7 +375,7 @@ TEST(Icrc, RouterRewritesKeepFrameValid) {
   EXPECT_EQ(pf.h.traffic_class & 3, 3);
 
   auto g = build(sample_headers(BthOpcode::SEND_ONLY, true), make_payload(33));
-  g[kEthHeaderLen + 7] -= 1;  // hop limit
+  g[kEthHeaderLen + 7] -= 1;     // hop limit
   g[kEthHeaderLen + 1] |= 0x30;  // ECN CE is the low 2 bits of the traffic class
   ASSERT_EQ(parse_frame(g.data(), g.size(), pf), ParseError::Ok);
   EXPECT_EQ(pf.h.ttl, 62);
@@ -532,7 +532,8 @@ TEST(Build, InPlacePayload) {
   const auto ref = build(h, payload);
   std::vector<uint8_t> out(ref.size(), 0xee);
   std::memcpy(out.data() + header_length(h), payload.data(), payload.size());
-  ASSERT_EQ(build_frame(h, out.data() + header_length(h), payload.size(), out.data(), out.size()), out.size());
+  ASSERT_EQ(build_frame(h, out.data() + header_length(h), payload.size(), out.data(), out.size()),
+            out.size());
   EXPECT_EQ(out, ref);
 }
 
@@ -541,15 +542,17 @@ TEST(Build, InPlacePayload) {
 TEST(RoundTrip, EveryOpcodeBothFamiliesManyLengths) {
   for (bool v6 : {false, true}) {
     for (BthOpcode op : kAllOpcodes) {
-      const std::vector<size_t> lens =
-          carries_payload(op) ? std::vector<size_t>{0, 1, 2, 3, 4, 5, 255, 256, 257, 4096} : std::vector<size_t>{0};
+      const std::vector<size_t> lens = carries_payload(op)
+                                           ? std::vector<size_t>{0, 1, 2, 3, 4, 5, 255, 256, 257, 4096}
+                                           : std::vector<size_t>{0};
       for (size_t len : lens) {
         SCOPED_TRACE(std::string(opcode_name(op)) + (v6 ? " v6 " : " v4 ") + std::to_string(len));
         const Headers h = sample_headers(op, v6);
         const auto payload = make_payload(len, static_cast<uint8_t>(len));
         const auto f = build(h, payload);
         ParsedFrame pf;
-        ASSERT_EQ(parse_frame(f.data(), f.size(), pf), ParseError::Ok) << parse_error_name(parse_frame(f.data(), f.size(), pf));
+        ASSERT_EQ(parse_frame(f.data(), f.size(), pf), ParseError::Ok)
+            << parse_error_name(parse_frame(f.data(), f.size(), pf));
         const Headers& g = pf.h;
         EXPECT_EQ(0, std::memcmp(g.dst_mac, h.dst_mac, 6));
         EXPECT_EQ(0, std::memcmp(g.src_mac, h.src_mac, 6));
@@ -977,11 +980,11 @@ TEST(Aeth, Credits) {
 
 TEST(Timers, RnrTableExact) {
   // IBTA vol. 1 table 45, in ms: code 0 is 655.36, then 0.01 ... 491.52.
-  const double ms[32] = {655.36, 0.01,  0.02,  0.03,   0.04,   0.06,   0.08,   0.12,
-                         0.16,   0.24,  0.32,  0.48,   0.64,   0.96,   1.28,   1.92,
-                         2.56,   3.84,  5.12,  7.68,   10.24,  15.36,  20.48,  30.72,
-                         40.96,  61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
-  for (uint8_t c = 0; c < 32; ++c) EXPECT_EQ(rnr_timer_ns(c), static_cast<uint64_t>(ms[c] * 1e6 + 0.5)) << int(c);
+  const double ms[32] = {655.36, 0.01,  0.02,  0.03,  0.04,  0.06,   0.08,   0.12,   0.16,   0.24,  0.32,
+                         0.48,   0.64,  0.96,  1.28,  1.92,  2.56,   3.84,   5.12,   7.68,   10.24, 15.36,
+                         20.48,  30.72, 40.96, 61.44, 81.92, 122.88, 163.84, 245.76, 327.68, 491.52};
+  for (uint8_t c = 0; c < 32; ++c)
+    EXPECT_EQ(rnr_timer_ns(c), static_cast<uint64_t>(ms[c] * 1e6 + 0.5)) << int(c);
   EXPECT_EQ(rnr_timer_ns(0), 655360000u);
   EXPECT_EQ(rnr_timer_ns(1), 10000u);
   EXPECT_EQ(rnr_timer_ns(31), 491520000u);
@@ -1033,8 +1036,8 @@ TEST(Segment, BoundariesForEveryKindAndMtu) {
       struct Case {
         uint32_t len, packets;
       };
-      const Case cases[] = {{0, 1}, {1, 1}, {mtu - 1, 1}, {mtu, 1}, {mtu + 1, 2}, {2 * mtu, 2}, {3 * mtu, 3},
-                            {3 * mtu + 1, 4}};
+      const Case cases[] = {{0, 1},       {1, 1},       {mtu - 1, 1}, {mtu, 1},
+                            {mtu + 1, 2}, {2 * mtu, 2}, {3 * mtu, 3}, {3 * mtu + 1, 4}};
       for (const Case& c : cases) {
         SCOPED_TRACE("kind " + std::to_string(static_cast<int>(k.kind)) + " mtu " + std::to_string(mtu) +
                      " len " + std::to_string(c.len));

@@ -91,7 +91,8 @@ HcaIdentity identity() {
   return id;
 }
 
-uint32_t command(Hca& hca, hw::CmdOpcode op, const void* in, size_t len, uint32_t arg0 = 0, uint32_t arg1 = 0) {
+uint32_t command(Hca& hca, hw::CmdOpcode op, const void* in, size_t len, uint32_t arg0 = 0,
+                 uint32_t arg1 = 0) {
   hw::CmdMailbox mb{};
   mb.opcode = uint16_t(op);
   mb.arg0 = arg0;
@@ -157,9 +158,9 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
     hw::Qpc c{};
     c.pdn = pdn;
     c.send_cqn = c.recv_cqn = cqn;
-    c.sq_log_size = 6;    // 64 WQEBBs: one page
+    c.sq_log_size = 6;  // 64 WQEBBs: one page
     c.rq_log_size = 4;
-    c.rq_log_stride = 6;  // 4 data segments per receive WQE
+    c.rq_log_stride = 6;   // 4 data segments per receive WQE
     c.srqn = 0xffffffffu;  // no SRQ
     c.sq_buf = mem.table(q.sq, 1);
     c.rq_buf = mem.table(q.rq, 1);
@@ -204,7 +205,8 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
                    a.qpn, 6, hw::kCtrlCqUpdate, 0);
   hw::set_raddr_seg(*reinterpret_cast<hw::RaddrSeg*>(hw::wqe_segment(w0, 1)), buf.iova + kPage, key);
   for (uint32_t i = 0; i < 4; ++i)
-    hw::set_data_seg(*reinterpret_cast<hw::DataSeg*>(hw::wqe_segment(w0, 2 + i)), buf.iova + i * 750, 750, key);
+    hw::set_data_seg(*reinterpret_cast<hw::DataSeg*>(hw::wqe_segment(w0, 2 + i)), buf.iova + i * 750, 750,
+                     key);
   // A's WQE 2 (after the two WQEBBs): a signaled, solicited SEND of 100 bytes, one WQEBB.
   uint8_t* w2 = a.sq.hva + 2 * hw::kWqeBasicBlock;
   hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(hw::wqe_segment(w2, 0)), 2, hw::WqeOpcode::Send, a.qpn, 2,
@@ -231,7 +233,8 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
   EXPECT_TRUE(fetch[0]->f.has(kTfSignaled));
   EXPECT_FALSE(fetch[0]->f.has(kTfSolicited));
   EXPECT_FALSE(fetch[0]->f.has(kTfRq));
-  EXPECT_EQ(fetch[0]->text.rfind("SQ WQE 0 (2 WQEBB): RDMA_WRITE len=3000 sge=4 signaled", 0), 0u) << fetch[0]->text;
+  EXPECT_EQ(fetch[0]->text.rfind("SQ WQE 0 (2 WQEBB): RDMA_WRITE len=3000 sge=4 signaled", 0), 0u)
+      << fetch[0]->text;
   EXPECT_EQ(fetch[1]->f.wqe, 2u);
   EXPECT_EQ(fetch[1]->f.count, 1u);
   EXPECT_TRUE(fetch[1]->f.has(kTfSolicited));
@@ -315,9 +318,12 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
     EXPECT_EQ(e->f.queue, cqn);
     EXPECT_EQ(e->f.status, uint16_t(hw::CqeSyndrome::Ok));
     EXPECT_FALSE(e->f.has(kTfError));
-    if (e->qpn == b.qpn) recv_cqe = e;
-    else if (e->f.wqe == 0) write_cqe = e;
-    else send_cqe = e;
+    if (e->qpn == b.qpn)
+      recv_cqe = e;
+    else if (e->f.wqe == 0)
+      write_cqe = e;
+    else
+      send_cqe = e;
   }
   ASSERT_TRUE(write_cqe && send_cqe && recv_cqe);
   EXPECT_EQ(write_cqe->qpn, a.qpn);

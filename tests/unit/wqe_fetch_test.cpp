@@ -46,7 +46,8 @@ TEST_F(WqeFetchTest, MultiBlockWriteAcrossTheRingWrap) {
   hw::set_ctrl_seg(seg<hw::CtrlSeg>(wqe, 0), 7, hw::WqeOpcode::RdmaWriteImm, 0x11, 6,
                    hw::kCtrlCqUpdate | hw::kCtrlFence, 0x12345678);
   hw::set_raddr_seg(seg<hw::RaddrSeg>(wqe, 1), 0xabcdef0000ull, 0x4242);
-  for (uint32_t i = 0; i < 4; ++i) hw::set_data_seg(seg<hw::DataSeg>(wqe, 2 + i), 0x1000 * (i + 1), 100 + i, 0x77);
+  for (uint32_t i = 0; i < 4; ++i)
+    hw::set_data_seg(seg<hw::DataSeg>(wqe, 2 + i), 0x1000 * (i + 1), 100 + i, 0x77);
   std::memcpy(bb(3), wqe, hw::kWqeBasicBlock);
   std::memcpy(bb(0), wqe + hw::kWqeBasicBlock, hw::kWqeBasicBlock);
 

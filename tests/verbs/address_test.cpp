@@ -46,8 +46,8 @@ void reseal(std::vector<uint8_t>& b) {
     Address::fromBytes(b);
   } catch (const AddressError& e) {
     if (e.field() != field)
-      return ::testing::AssertionFailure() << "rejected for field '" << e.field() << "', want '" << field
-                                           << "': " << e.what();
+      return ::testing::AssertionFailure()
+             << "rejected for field '" << e.field() << "', want '" << field << "': " << e.what();
     if (std::string(e.what()).find("'" + field + "'") == std::string::npos)
       return ::testing::AssertionFailure() << "message does not name the field: " << e.what();
     return ::testing::AssertionSuccess();
@@ -55,7 +55,8 @@ void reseal(std::vector<uint8_t>& b) {
   return ::testing::AssertionFailure() << "accepted";
 }
 
-std::vector<uint8_t> edited(const Address& a, const std::function<void(std::vector<uint8_t>&)>& f, bool seal = true) {
+std::vector<uint8_t> edited(const Address& a, const std::function<void(std::vector<uint8_t>&)>& f,
+                            bool seal = true) {
   auto b = a.bytes();
   f(b);
   if (seal) reseal(b);
@@ -108,8 +109,10 @@ TEST(AddressEncoding, BigEndianLayout) {
   EXPECT_EQ(b[5], 5);
   EXPECT_EQ(b[6], 0x12);
   EXPECT_EQ(b[7], 0x34);
-  EXPECT_EQ((std::vector<uint8_t>(b.begin() + 8, b.begin() + 12)), (std::vector<uint8_t>{0, 0xab, 0xcd, 0xef}));
-  EXPECT_EQ((std::vector<uint8_t>(b.begin() + 12, b.begin() + 16)), (std::vector<uint8_t>{0, 0x10, 0x20, 0x30}));
+  EXPECT_EQ((std::vector<uint8_t>(b.begin() + 8, b.begin() + 12)),
+            (std::vector<uint8_t>{0, 0xab, 0xcd, 0xef}));
+  EXPECT_EQ((std::vector<uint8_t>(b.begin() + 12, b.begin() + 16)),
+            (std::vector<uint8_t>{0, 0x10, 0x20, 0x30}));
   EXPECT_EQ(b[31], 1);  // last GID byte
 }
 
@@ -169,9 +172,14 @@ TEST(AddressRejects, Mtu) {
 }
 
 TEST(AddressRejects, Qpn) {
-  EXPECT_TRUE(rejects(edited(roce(), [](auto& v) { v[8] = 1; }), "qpn"));              // > 24 bits
+  EXPECT_TRUE(rejects(edited(roce(), [](auto& v) { v[8] = 1; }), "qpn"));                  // > 24 bits
   EXPECT_TRUE(rejects(edited(roce(), [](auto& v) { v[9] = v[10] = v[11] = 0; }), "qpn"));  // QP0
-  EXPECT_TRUE(rejects(edited(roce(), [](auto& v) { v[9] = v[10] = 0; v[11] = 1; }), "qpn"));  // QP1
+  EXPECT_TRUE(rejects(edited(roce(),
+                             [](auto& v) {
+                               v[9] = v[10] = 0;
+                               v[11] = 1;
+                             }),
+                      "qpn"));  // QP1
 }
 
 TEST(AddressRejects, Psn) {
@@ -182,8 +190,18 @@ TEST(AddressRejects, Psn) {
 TEST(AddressRejects, Lid) {
   // Without a GRH the LID is the route: it must be a unicast LID.
   EXPECT_TRUE(rejects(edited(ib(), [](auto& v) { v[6] = v[7] = 0; }), "lid"));
-  EXPECT_TRUE(rejects(edited(ib(), [](auto& v) { v[6] = 0xc0; v[7] = 0; }), "lid"));   // multicast
-  EXPECT_TRUE(rejects(edited(ib(), [](auto& v) { v[6] = 0xff; v[7] = 0xff; }), "lid"));  // permissive
+  EXPECT_TRUE(rejects(edited(ib(),
+                             [](auto& v) {
+                               v[6] = 0xc0;
+                               v[7] = 0;
+                             }),
+                      "lid"));  // multicast
+  EXPECT_TRUE(rejects(edited(ib(),
+                             [](auto& v) {
+                               v[6] = 0xff;
+                               v[7] = 0xff;
+                             }),
+                      "lid"));  // permissive
 }
 
 TEST(AddressRejects, Gid) {

@@ -4,9 +4,9 @@
 // wrap), float inputs are small integers or powers of two so every result is exact in any
 // summation order.
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <type_traits>
-#include <cstring>
 
 #include "verbs_test_util.h"
 
@@ -46,14 +46,19 @@ T input(int r, size_t i, ReduceOp op, int salt = 0) {
 // Independent of the library's kernels.
 template <class T>
 T combine(T a, T b, ReduceOp op) {
-  using U = std::conditional_t<std::is_integral_v<T>, std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>, T>;
+  using U = std::conditional_t<std::is_integral_v<T>,
+                               std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>, T>;
   switch (op) {
     case ReduceOp::Sum:
-      if constexpr (std::is_integral_v<T>) return T(U(a) + U(b));
-      else return a + b;
+      if constexpr (std::is_integral_v<T>)
+        return T(U(a) + U(b));
+      else
+        return a + b;
     case ReduceOp::Prod:
-      if constexpr (std::is_integral_v<T>) return T(U(a) * U(b));
-      else return a * b;
+      if constexpr (std::is_integral_v<T>)
+        return T(U(a) * U(b));
+      else
+        return a * b;
     case ReduceOp::Min: return b < a ? b : a;
     case ReduceOp::Max: return a < b ? b : a;
   }
@@ -108,7 +113,7 @@ std::string name(DataType t, ReduceOp op, size_t count) {
 std::vector<size_t> counts(DataType t, bool large, bool perRank = false) {
   std::vector<size_t> c = {0, 1, size_t(P - 1), size_t(3 * P + 1), 1000};
   if (large) {
-    c.push_back((65536 + 3) / (perRank ? P : 1));              // ~256 KiB of 4-byte elements
+    c.push_back((65536 + 3) / (perRank ? P : 1));                   // ~256 KiB of 4-byte elements
     c.push_back((1u << 20) / dataTypeSize(t) / (perRank ? P : 1));  // 1 MiB
   }
   return c;
@@ -132,8 +137,9 @@ void allreduceSweep(const CollectiveOptions& co, PollMode mode, bool allSizesFor
             fill<T>(buf, ctx.rank(), n, op);
             Allreduce ar(ctx, buf.data(), n, t, op, co);
             ar.run();
-            check<T>(buf.data(), n, [&](size_t i) { return expected<T>(i, op); },
-                     "allreduce " + std::string(allreduceAlgorithmName(ar.algorithm())) + " " + name(t, op, n));
+            check<T>(
+                buf.data(), n, [&](size_t i) { return expected<T>(i, op); },
+                "allreduce " + std::string(allreduceAlgorithmName(ar.algorithm())) + " " + name(t, op, n));
           });
   });
 }
@@ -172,8 +178,9 @@ TEST(Allreduce, RepeatedRunsReuseRegistrations) {
         for (size_t i = 0; i < n; ++i) v[i] = input<int64_t>(ctx.rank(), i, ReduceOp::Sum, it);
         ar.run();
         ar2.run();
-        check<int64_t>(v.data(), n, [&](size_t i) { return expected<int64_t>(i, ReduceOp::Sum, it); },
-                       "run " + std::to_string(it));
+        check<int64_t>(
+            v.data(), n, [&](size_t i) { return expected<int64_t>(i, ReduceOp::Sum, it); },
+            "run " + std::to_string(it));
       }
     }
   });
@@ -191,9 +198,12 @@ TEST(Allreduce, EventModeSolicited) {
           CollectiveOptions co;
           co.segmentBytes = 16384;
           allreduce(ctx, buf.data(), n, t, ReduceOp::Sum, co);
-          check<T>(buf.data(), n, [&](size_t i) { return expected<T>(i, ReduceOp::Sum); }, "event " + name(t, ReduceOp::Sum, n));
+          check<T>(
+              buf.data(), n, [&](size_t i) { return expected<T>(i, ReduceOp::Sum); },
+              "event " + name(t, ReduceOp::Sum, n));
         });
-    if (ctx.device().eventsHandled() == 0) throw std::runtime_error("event mode handled no completion events");
+    if (ctx.device().eventsHandled() == 0)
+      throw std::runtime_error("event mode handled no completion events");
   });
 }
 
@@ -216,8 +226,9 @@ TEST(ReduceScatter, EveryTypeOpSize) {
               co.algorithm = a;
               co.segmentBytes = 16384;
               reduceScatter(ctx, in.data(), out.data(), n, t, op, co);
-              check<T>(out.data(), n, [&](size_t i) { return expected<T>(size_t(r) * n + i, op); },
-                       "reduce-scatter " + name(t, op, n));
+              check<T>(
+                  out.data(), n, [&](size_t i) { return expected<T>(size_t(r) * n + i, op); },
+                  "reduce-scatter " + name(t, op, n));
               if (in != orig) throw std::runtime_error("reduce-scatter modified its input");
               if (out.back() != 0xee) throw std::runtime_error("reduce-scatter wrote past the output");
             });
@@ -245,9 +256,10 @@ TEST(Allgather, EveryTypeSizeInAndOutOfPlace) {
             CollectiveOptions co;
             co.segmentBytes = 65536;
             allgather(ctx, in, out.data(), n, t, co);
-            check<T>(out.data(), n * P,
-                     [&](size_t i) { return input<T>(int(i / (n ? n : 1)), i % (n ? n : 1), ReduceOp::Max, 5); },
-                     std::string("allgather ") + (inPlace ? "in place " : "") + name(t, ReduceOp::Max, n));
+            check<T>(
+                out.data(), n * P,
+                [&](size_t i) { return input<T>(int(i / (n ? n : 1)), i % (n ? n : 1), ReduceOp::Max, 5); },
+                std::string("allgather ") + (inPlace ? "in place " : "") + name(t, ReduceOp::Max, n));
           });
   });
 }
@@ -267,8 +279,9 @@ TEST(Broadcast, EveryTypeSizeRoot) {
             CollectiveOptions co;
             co.segmentBytes = 32768;
             broadcast(ctx, buf.data(), n, t, root, co);
-            check<T>(buf.data(), n, [&](size_t i) { return input<T>(root, i, ReduceOp::Min, 9); },
-                     "broadcast root " + std::to_string(root) + " " + name(t, ReduceOp::Min, n));
+            check<T>(
+                buf.data(), n, [&](size_t i) { return input<T>(root, i, ReduceOp::Min, 9); },
+                "broadcast root " + std::to_string(root) + " " + name(t, ReduceOp::Min, n));
           });
         }
   });

@@ -25,8 +25,8 @@ TEST(FlowControl, PackUnpack) {
 TEST(FlowControl, Budgets) {
   FlowControl fc({16, 8});
   EXPECT_EQ(fc.sendQueueDepth(), 24u);
-  EXPECT_EQ(fc.recvQueueDepth(), 24u);             // max_recv_wr = data + imm sends of the peer
-  EXPECT_EQ(fc.completionQueueDepth(), 48u);       // max_cqe = max_send_wr + max_recv_wr
+  EXPECT_EQ(fc.recvQueueDepth(), 24u);        // max_recv_wr = data + imm sends of the peer
+  EXPECT_EQ(fc.completionQueueDepth(), 48u);  // max_cqe = max_send_wr + max_recv_wr
   EXPECT_EQ(fc.dataThreshold(), 8u);
   EXPECT_EQ(fc.ackThreshold(), 4u);
   EXPECT_THROW(FlowControl({0, 8}), std::invalid_argument);
@@ -59,7 +59,11 @@ TEST(FlowControl, ChunkedItemsUseOneRemoteCredit) {
   FlowControl fc({4, 4});
   std::vector<uint32_t> idx;
   fc.enqueue(7, 3);  // two plain writes and a write-with-immediate
-  EXPECT_EQ(fc.flush([&](uint64_t, uint32_t i, uint32_t n) { idx.push_back(i); EXPECT_EQ(n, 3u); }), 3u);
+  EXPECT_EQ(fc.flush([&](uint64_t, uint32_t i, uint32_t n) {
+    idx.push_back(i);
+    EXPECT_EQ(n, 3u);
+  }),
+            3u);
   EXPECT_EQ(idx, (std::vector<uint32_t>{0, 1, 2}));
   EXPECT_EQ(fc.localData(), 1u);
   EXPECT_EQ(fc.remoteData(), 3u);
@@ -123,10 +127,10 @@ struct Endpoint {
   explicit Endpoint(FlowControl::Config c) : fc(c), rqPosted(fc.recvQueueDepth()) {}
   FlowControl fc;
   uint32_t rqPosted;
-  uint32_t sqOutstanding = 0;        // posted, completion not polled yet
-  std::deque<Cqe> cq;                 // completions written, not polled
-  std::deque<Cqe::Kind> hcaPending;  // send completions the HCA will write (in order)
-  std::deque<Wr> wire;                // to the peer, in order
+  uint32_t sqOutstanding = 0;                               // posted, completion not polled yet
+  std::deque<Cqe> cq;                                       // completions written, not polled
+  std::deque<Cqe::Kind> hcaPending;                         // send completions the HCA will write (in order)
+  std::deque<Wr> wire;                                      // to the peer, in order
   std::map<uint64_t, std::pair<uint64_t, uint32_t>> items;  // cookie -> (seq, wrs)
   uint64_t nextSeq = 0, expectSeq = 0, toSend = 0;
   uint64_t dataReceived = 0, acksReceived = 0, acksSent = 0, maxCq = 0;
@@ -270,7 +274,8 @@ struct Sim {
 }  // namespace
 
 TEST(FlowControlProperty, RandomInterleavingsNeverOverrunOrDeadlock) {
-  const std::vector<FlowControl::Config> configs = {{1, 4}, {2, 4}, {3, 5}, {4, 4}, {8, 8}, {5, 6}, {16, 4}, {1, 9}};
+  const std::vector<FlowControl::Config> configs = {{1, 4}, {2, 4}, {3, 5},  {4, 4},
+                                                    {8, 8}, {5, 6}, {16, 4}, {1, 9}};
   const std::vector<std::array<uint32_t, 4>> weights = {
       {10, 10, 10, 10},  // balanced
       {1, 10, 10, 10},   // slow wire
@@ -285,8 +290,8 @@ TEST(FlowControlProperty, RandomInterleavingsNeverOverrunOrDeadlock) {
       for (uint32_t seed = 1; seed <= 12; ++seed) {
         Sim s(c, 400 + seed * 37, seed * 7919 + c.dataWr * 31 + c.ackWr);
         s.run(w);
-        ASSERT_EQ(s.failure, "") << "dataWr " << c.dataWr << " ackWr " << c.ackWr << " weights " << w[0] << ","
-                                 << w[1] << "," << w[2] << "," << w[3] << " seed " << seed;
+        ASSERT_EQ(s.failure, "") << "dataWr " << c.dataWr << " ackWr " << c.ackWr << " weights " << w[0]
+                                 << "," << w[1] << "," << w[2] << "," << w[3] << " seed " << seed;
         for (const Endpoint* e : {&s.a, &s.b}) {
           // Acks never cause acks: each ack needs half a budget of data or of acks behind it.
           const double bound = double(e->dataReceived) / e->fc.dataThreshold() +

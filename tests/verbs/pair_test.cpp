@@ -67,7 +67,8 @@ TEST(Device, ClearErrors) {
     Device::open(a);
     ADD_FAILURE() << "opened a device that does not exist";
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("hcasim0"), std::string::npos) << "should list what exists: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("hcasim0"), std::string::npos)
+        << "should list what exists: " << e.what();
   }
   a.name = "hcasim0";
   a.gidIndex = 99;
@@ -84,7 +85,8 @@ TEST(Connect, AddressesExchangedAndValidated) {
     Pair& p = ctx.pair(1 - ctx.rank());
     if (!p.connected()) throw std::runtime_error("not connected");
     const Address& self = p.address();
-    if (!self.global || self.mtu != 5 || self.qpn < 2) throw std::runtime_error("odd self address " + self.str());
+    if (!self.global || self.mtu != 5 || self.qpn < 2)
+      throw std::runtime_error("odd self address " + self.str());
     // Each side's peer address is the other side's own address.
     const auto mine = p.addressBytes();
     ctx.pair(1 - ctx.rank()).send(1, mine.data(), mine.size());
@@ -185,7 +187,8 @@ TEST(Messages, OrderTagsAndSizes) {
       if (!threw) throw std::runtime_error("a message over maxMessageBytes was accepted");
     } else {
       for (size_t n : {size_t(512), size_t(0), size_t(511), size_t(1)})  // any tag order
-        if (p.recv(uint32_t(n)) != pattern(n, uint32_t(n))) throw std::runtime_error("payload " + std::to_string(n));
+        if (p.recv(uint32_t(n)) != pattern(n, uint32_t(n)))
+          throw std::runtime_error("payload " + std::to_string(n));
       // Same tag: in order. Different tags: independent.
       for (uint32_t want : {1u, 3u, 5u, 7u, 9u})
         if (p.recv(101) != bytesOf(want)) throw std::runtime_error("tag 101 out of order");
@@ -244,7 +247,8 @@ TEST(Buffers, WritesOverTheLimitAreChunked) {
       auto rb = p.createRecvBuffer(3, dst.data(), dst.size(), 1);
       const uint32_t last = rb->waitRecv();
       if (last != 1) throw std::runtime_error("last chunk length " + std::to_string(last));
-      if (std::memcmp(dst.data() + 16, pattern(n, 5).data(), n) != 0) throw std::runtime_error("chunked data");
+      if (std::memcmp(dst.data() + 16, pattern(n, 5).data(), n) != 0)
+        throw std::runtime_error("chunked data");
       for (int i = 0; i < 16; ++i)
         if (dst[size_t(i)] != 0xaa) throw std::runtime_error("write before the remote offset");
       if (p.stats().writesReceived != 1) throw std::runtime_error("one completion per send expected");
@@ -253,7 +257,8 @@ TEST(Buffers, WritesOverTheLimitAreChunked) {
       auto sb = p.createSendBuffer(3, src.data(), src.size());
       sb->send(0, n, 16);
       sb->waitSend();
-      if (p.stats().writeWrsPosted != 26) throw std::runtime_error("WRs " + std::to_string(p.stats().writeWrsPosted));
+      if (p.stats().writeWrsPosted != 26)
+        throw std::runtime_error("WRs " + std::to_string(p.stats().writeWrsPosted));
     }
   });
 }
@@ -340,7 +345,7 @@ TEST(Errors, ErrorCompletionIsCheckedBeforeItsOpcode) {
         auto rb = p.createRecvBuffer(5, dst, sizeof dst, 1);
         p.send(1, "granted", 7);
         p.recv(2);  // the sender has the grant
-      }  // deregistered here
+      }             // deregistered here
       p.send(3, "go", 2);
       try {
         p.recv(4, 1500ms);  // never comes: the QPs are in error
@@ -401,7 +406,8 @@ double exchange(uint64_t n, PollMode mode, bool solicited) {
       uint64_t v;
       std::memcpy(&v, m.data(), sizeof v);
       if (m.size() != sizeof v || v != i)
-        throw std::runtime_error("message " + std::to_string(i) + " lost or reordered (got " + std::to_string(v) + ")");
+        throw std::runtime_error("message " + std::to_string(i) + " lost or reordered (got " +
+                                 std::to_string(v) + ")");
     }
     sender.join();
     if (!err.empty()) throw std::runtime_error(err);

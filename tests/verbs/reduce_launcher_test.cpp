@@ -38,7 +38,8 @@ TEST(Reduce, EveryTypeAndOp) {
   const std::vector<int64_t> la = {int64_t(1) << 40, -9}, lb = {int64_t(1) << 30, 10};
   EXPECT_EQ(run(la, lb, DataType::Int64, ReduceOp::Prod), (std::vector<int64_t>{0, -90}));  // 2^70 wraps to 0
   EXPECT_EQ(run(la, lb, DataType::Int64, ReduceOp::Max), (std::vector<int64_t>{int64_t(1) << 40, 10}));
-  EXPECT_EQ(run(la, lb, DataType::Int64, ReduceOp::Sum), (std::vector<int64_t>{(int64_t(1) << 40) + (int64_t(1) << 30), 1}));
+  EXPECT_EQ(run(la, lb, DataType::Int64, ReduceOp::Sum),
+            (std::vector<int64_t>{(int64_t(1) << 40) + (int64_t(1) << 30), 1}));
 }
 
 TEST(Reduce, NamesRoundTrip) {
@@ -56,8 +57,8 @@ class Launcher : public ::testing::Test {
   void SetUp() override { clear(); }
   void TearDown() override { clear(); }
   static void clear() {
-    for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK",
-                          "PMI_SIZE"})
+    for (const char* v : {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                          "PMI_RANK", "PMI_SIZE"})
       unsetenv(v);
   }
 };

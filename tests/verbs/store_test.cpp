@@ -243,7 +243,8 @@ namespace {
 class RedisServer {
  public:
   RedisServer() {
-    const char* candidates[] = {"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"};
+    const char* candidates[] = {"/usr/bin/redis-server", "/usr/local/bin/redis-server",
+                                "/usr/sbin/redis-server"};
     for (const char* c : candidates)
       if (access(c, X_OK) == 0) binary_ = c;
     if (binary_.empty()) return;

@@ -15,38 +15,38 @@
  */
 #include <infiniband/verbs.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
 
 #define BUF_SIZE 8192
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    if (!(cond)) {                                        \
       fprintf(stderr, "three_ops: FAILED: " __VA_ARGS__); \
-      fprintf(stderr, "\n");                             \
-      exit(1);                                           \
-    }                                                    \
+      fprintf(stderr, "\n");                              \
+      exit(1);                                            \
+    }                                                     \
   } while (0)
 
 struct host {
-  const char *name;
-  struct ibv_context *ctx;
-  struct ibv_pd *pd;
-  struct ibv_comp_channel *channel;
-  struct ibv_cq *cq;
-  struct ibv_qp *qp;
-  struct ibv_mr *mr;
-  uint8_t *buf;
+  const char* name;
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  struct ibv_comp_channel* channel;
+  struct ibv_cq* cq;
+  struct ibv_qp* qp;
+  struct ibv_mr* mr;
+  uint8_t* buf;
   union ibv_gid gid;
 };
 
 static const int kGidIndex = 1; /* the IPv4-mapped RoCEv2 GID */
 
-static void open_host(struct host *h, struct ibv_device *dev) {
+static void open_host(struct host* h, struct ibv_device* dev) {
   h->name = ibv_get_device_name(dev);
   h->ctx = ibv_open_device(dev);
   CHECK(h->ctx, "ibv_open_device(%s): %s", h->name, strerror(errno));
@@ -63,7 +63,9 @@ static void open_host(struct host *h, struct ibv_device *dev) {
                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   CHECK(h->mr, "ibv_reg_mr: %s", strerror(errno));
   struct ibv_qp_init_attr ia = {
-      .send_cq = h->cq, .recv_cq = h->cq, .qp_type = IBV_QPT_RC,
+      .send_cq = h->cq,
+      .recv_cq = h->cq,
+      .qp_type = IBV_QPT_RC,
       .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 2, .max_recv_sge = 2}};
   h->qp = ibv_create_qp(h->pd, &ia);
   CHECK(h->qp, "ibv_create_qp: %s", strerror(errno));
@@ -71,8 +73,10 @@ static void open_host(struct host *h, struct ibv_device *dev) {
 }
 
 /* RESET -> INIT -> RTR -> RTS, the attributes ibv_modify_qp(3) requires at each step. */
-static void connect_qp(struct host *h, const struct host *peer) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+static void connect_qp(struct host* h, const struct host* peer) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                          .pkey_index = 0,
+                          .port_num = 1,
                           .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
   CHECK(ibv_modify_qp(h->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
         "INIT: %s", strerror(errno));
@@ -105,7 +109,7 @@ static void connect_qp(struct host *h, const struct host *peer) {
         "RTS: %s", strerror(errno));
 }
 
-static void wait_one(struct host *h, struct ibv_wc *wc, enum ibv_wc_opcode op, const char *what) {
+static void wait_one(struct host* h, struct ibv_wc* wc, enum ibv_wc_opcode op, const char* what) {
   int n;
   do {
     n = ibv_poll_cq(h->cq, 1, wc);
@@ -115,29 +119,34 @@ static void wait_one(struct host *h, struct ibv_wc *wc, enum ibv_wc_opcode op, c
   CHECK(wc->opcode == op, "%s: completion opcode %d, expected %d", what, wc->opcode, op);
 }
 
-static void post_recv(struct host *h, uint64_t wr_id, uint32_t offset, uint32_t len) {
+static void post_recv(struct host* h, uint64_t wr_id, uint32_t offset, uint32_t len) {
   struct ibv_sge sge = {.addr = (uintptr_t)h->buf + offset, .length = len, .lkey = h->mr->lkey};
   struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
   CHECK(ibv_post_recv(h->qp, &wr, &bad) == 0, "ibv_post_recv: %s", strerror(errno));
 }
 
-static void post_send(struct host *h, uint64_t wr_id, enum ibv_wr_opcode op, uint32_t offset, uint32_t len,
+static void post_send(struct host* h, uint64_t wr_id, enum ibv_wr_opcode op, uint32_t offset, uint32_t len,
                       uint64_t raddr, uint32_t rkey, uint32_t imm) {
   struct ibv_sge sge = {.addr = (uintptr_t)h->buf + offset, .length = len, .lkey = h->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-                           .send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(imm)}, *bad;
+  struct ibv_send_wr wr = {.wr_id = wr_id,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = op,
+                           .send_flags = IBV_SEND_SIGNALED,
+                           .imm_data = htonl(imm)},
+                     *bad;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
   CHECK(ibv_post_send(h->qp, &wr, &bad) == 0, "ibv_post_send: %s", strerror(errno));
 }
 
-static void fill(uint8_t *p, uint32_t len, uint8_t seed) {
+static void fill(uint8_t* p, uint32_t len, uint8_t seed) {
   for (uint32_t i = 0; i < len; ++i) p[i] = (uint8_t)(seed + i * 7);
 }
 
 int main(void) {
   int n = 0;
-  struct ibv_device **list = ibv_get_device_list(&n);
+  struct ibv_device** list = ibv_get_device_list(&n);
   CHECK(list && n > 0, "no RDMA devices found");
   struct host a, b;
   open_host(&a, list[0]);
@@ -153,8 +162,8 @@ int main(void) {
   post_send(&a, 1, IBV_WR_SEND, 0, 2500, 0, 0, 0);
   wait_one(&a, &wc, IBV_WC_SEND, "SEND (sender)");
   wait_one(&b, &wc, IBV_WC_RECV, "SEND (receiver)");
-  CHECK(wc.wr_id == 101 && wc.byte_len == 2500, "SEND: wr_id %llu byte_len %u",
-        (unsigned long long)wc.wr_id, wc.byte_len);
+  CHECK(wc.wr_id == 101 && wc.byte_len == 2500, "SEND: wr_id %llu byte_len %u", (unsigned long long)wc.wr_id,
+        wc.byte_len);
   CHECK(memcmp(a.buf, b.buf, 2500) == 0, "SEND: payload differs");
   printf("1. SEND 2500 B: ok\n");
 
@@ -163,8 +172,8 @@ int main(void) {
   post_recv(&b, 102, 0, 0);
   CHECK(ibv_req_notify_cq(b.cq, 0) == 0, "ibv_req_notify_cq");
   post_send(&a, 2, IBV_WR_RDMA_WRITE_WITH_IMM, 4096, 3000, (uintptr_t)b.buf + 4096, b.mr->rkey, 0xC0FFEE);
-  struct ibv_cq *ev_cq;
-  void *ev_ctx;
+  struct ibv_cq* ev_cq;
+  void* ev_ctx;
   CHECK(ibv_get_cq_event(b.channel, &ev_cq, &ev_ctx) == 0, "ibv_get_cq_event: %s", strerror(errno));
   CHECK(ev_cq == b.cq && ev_ctx == &b, "event for the wrong CQ");
   ibv_ack_cq_events(ev_cq, 1);
@@ -183,9 +192,9 @@ int main(void) {
   CHECK(memcmp(a.buf, b.buf, 4096) == 0, "READ: payload differs");
   printf("3. RDMA_READ 4096 B: ok\n");
 
-  struct host *hs[2] = {&a, &b};
+  struct host* hs[2] = {&a, &b};
   for (int i = 0; i < 2; ++i) {
-    struct host *h = hs[i];
+    struct host* h = hs[i];
     CHECK(ibv_destroy_qp(h->qp) == 0 && ibv_dereg_mr(h->mr) == 0 && ibv_destroy_cq(h->cq) == 0 &&
               ibv_destroy_comp_channel(h->channel) == 0 && ibv_dealloc_pd(h->pd) == 0 &&
               ibv_close_device(h->ctx) == 0,

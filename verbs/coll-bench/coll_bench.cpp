@@ -79,7 +79,8 @@ struct Options {
 [[noreturn]] void usage(int rc) {
   std::printf(
       "usage: coll-bench [options]\n"
-      "  --op OP               allreduce | broadcast | allgather | reduce-scatter | barrier (default allreduce)\n"
+      "  --op OP               allreduce | broadcast | allgather | reduce-scatter | barrier (default "
+      "allreduce)\n"
       "  -b, --minbytes SIZE   smallest message (default 8); K, M, G suffixes\n"
       "  -e, --maxbytes SIZE   largest message (default 8M)\n"
       "  -f, --stepfactor F    multiply the size by F each step (default 2)\n"
@@ -107,9 +108,11 @@ struct Options {
       "  --compare-gloo        allreduce: also run Gloo's AllreduceRing (ibverbs transport) on the same\n"
       "                        device, GID, sizes and clock; --mode event uses Gloo's default (a device\n"
       "                        loop thread), --mode busy its sync mode with busy polling%s\n"
-      "  --gloo-algo A         ring | ring-chunked (gloo::AllreduceRing / AllreduceRingChunked; default ring)\n"
+      "  --gloo-algo A         ring | ring-chunked (gloo::AllreduceRing / AllreduceRingChunked; default "
+      "ring)\n"
       "Sizes are bytes of the largest buffer involved (allgather: the output, reduce-scatter: the input),\n"
-      "as in nccl-tests. busbw factors: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n, broadcast 1.\n",
+      "as in nccl-tests. busbw factors: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n, broadcast "
+      "1.\n",
 #if HCASIM_HAVE_GLOO
       ""
 #else
@@ -124,46 +127,89 @@ size_t parseSize(const std::string& s) {
   double v = std::strtod(s.c_str(), &end);
   std::string suf(end);
   size_t mul = 1;
-  if (suf == "K" || suf == "k") mul = 1024;
-  else if (suf == "M" || suf == "m") mul = 1024 * 1024;
-  else if (suf == "G" || suf == "g") mul = size_t(1) << 30;
-  else if (!suf.empty()) throw std::invalid_argument("bad size '" + s + "'");
+  if (suf == "K" || suf == "k")
+    mul = 1024;
+  else if (suf == "M" || suf == "m")
+    mul = 1024 * 1024;
+  else if (suf == "G" || suf == "g")
+    mul = size_t(1) << 30;
+  else if (!suf.empty())
+    throw std::invalid_argument("bad size '" + s + "'");
   if (s.empty() || v < 0) throw std::invalid_argument("bad size '" + s + "'");
   return size_t(v * double(mul));
 }
 
 Options parse(int argc, char** argv) {
   Options o;
-  enum { kOp = 256, kRank, kSize, kStore, kThreads, kDevice, kGid, kPort, kAlgo, kSegment, kRegions, kMode, kClock,
-         kTimeout, kDataWr, kAckWr, kGloo, kGlooAlgo, kHelp };
-  static const option longs[] = {
-      {"op", required_argument, nullptr, kOp}, {"rank", required_argument, nullptr, kRank},
-      {"size", required_argument, nullptr, kSize}, {"store", required_argument, nullptr, kStore},
-      {"ranks-as-threads", required_argument, nullptr, kThreads}, {"device", required_argument, nullptr, kDevice},
-      {"gid-index", required_argument, nullptr, kGid}, {"port", required_argument, nullptr, kPort},
-      {"algo", required_argument, nullptr, kAlgo}, {"segment", required_argument, nullptr, kSegment},
-      {"regions", required_argument, nullptr, kRegions}, {"mode", required_argument, nullptr, kMode},
-      {"clock", required_argument, nullptr, kClock}, {"timeout-ms", required_argument, nullptr, kTimeout},
-      {"data-wr", required_argument, nullptr, kDataWr}, {"ack-wr", required_argument, nullptr, kAckWr},
-      {"compare-gloo", no_argument, nullptr, kGloo}, {"gloo-algo", required_argument, nullptr, kGlooAlgo},
-      {"minbytes", required_argument, nullptr, 'b'}, {"maxbytes", required_argument, nullptr, 'e'},
-      {"stepfactor", required_argument, nullptr, 'f'}, {"stepbytes", required_argument, nullptr, 'i'},
-      {"iters", required_argument, nullptr, 'n'}, {"warmup", required_argument, nullptr, 'w'},
-      {"datatype", required_argument, nullptr, 'd'}, {"redop", required_argument, nullptr, 'o'},
-      {"root", required_argument, nullptr, 'r'}, {"check", required_argument, nullptr, 'c'},
-      {"help", no_argument, nullptr, kHelp}, {nullptr, 0, nullptr, 0}};
+  enum {
+    kOp = 256,
+    kRank,
+    kSize,
+    kStore,
+    kThreads,
+    kDevice,
+    kGid,
+    kPort,
+    kAlgo,
+    kSegment,
+    kRegions,
+    kMode,
+    kClock,
+    kTimeout,
+    kDataWr,
+    kAckWr,
+    kGloo,
+    kGlooAlgo,
+    kHelp
+  };
+  static const option longs[] = {{"op", required_argument, nullptr, kOp},
+                                 {"rank", required_argument, nullptr, kRank},
+                                 {"size", required_argument, nullptr, kSize},
+                                 {"store", required_argument, nullptr, kStore},
+                                 {"ranks-as-threads", required_argument, nullptr, kThreads},
+                                 {"device", required_argument, nullptr, kDevice},
+                                 {"gid-index", required_argument, nullptr, kGid},
+                                 {"port", required_argument, nullptr, kPort},
+                                 {"algo", required_argument, nullptr, kAlgo},
+                                 {"segment", required_argument, nullptr, kSegment},
+                                 {"regions", required_argument, nullptr, kRegions},
+                                 {"mode", required_argument, nullptr, kMode},
+                                 {"clock", required_argument, nullptr, kClock},
+                                 {"timeout-ms", required_argument, nullptr, kTimeout},
+                                 {"data-wr", required_argument, nullptr, kDataWr},
+                                 {"ack-wr", required_argument, nullptr, kAckWr},
+                                 {"compare-gloo", no_argument, nullptr, kGloo},
+                                 {"gloo-algo", required_argument, nullptr, kGlooAlgo},
+                                 {"minbytes", required_argument, nullptr, 'b'},
+                                 {"maxbytes", required_argument, nullptr, 'e'},
+                                 {"stepfactor", required_argument, nullptr, 'f'},
+                                 {"stepbytes", required_argument, nullptr, 'i'},
+                                 {"iters", required_argument, nullptr, 'n'},
+                                 {"warmup", required_argument, nullptr, 'w'},
+                                 {"datatype", required_argument, nullptr, 'd'},
+                                 {"redop", required_argument, nullptr, 'o'},
+                                 {"root", required_argument, nullptr, 'r'},
+                                 {"check", required_argument, nullptr, 'c'},
+                                 {"help", no_argument, nullptr, kHelp},
+                                 {nullptr, 0, nullptr, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:d:o:r:c:h", longs, nullptr)) != -1) {
     const std::string a = optarg ? optarg : "";
     switch (c) {
       case kOp:
         o.opName = a;
-        if (a == "allreduce") o.op = Op::Allreduce;
-        else if (a == "broadcast") o.op = Op::Broadcast;
-        else if (a == "allgather") o.op = Op::Allgather;
-        else if (a == "reduce-scatter" || a == "reducescatter") o.op = Op::ReduceScatter, o.opName = "reduce-scatter";
-        else if (a == "barrier") o.op = Op::Barrier;
-        else throw std::invalid_argument("unknown --op '" + a + "'");
+        if (a == "allreduce")
+          o.op = Op::Allreduce;
+        else if (a == "broadcast")
+          o.op = Op::Broadcast;
+        else if (a == "allgather")
+          o.op = Op::Allgather;
+        else if (a == "reduce-scatter" || a == "reducescatter")
+          o.op = Op::ReduceScatter, o.opName = "reduce-scatter";
+        else if (a == "barrier")
+          o.op = Op::Barrier;
+        else
+          throw std::invalid_argument("unknown --op '" + a + "'");
         break;
       case kRank: o.rank = std::stoi(a); break;
       case kSize: o.size = std::stoi(a); break;
@@ -173,20 +219,28 @@ Options parse(int argc, char** argv) {
       case kGid: o.gidIndex = std::stoi(a); break;
       case kPort: o.port = std::stoi(a); break;
       case kAlgo:
-        if (a == "auto") o.coll.algorithm = AllreduceAlgorithm::Auto;
-        else if (a == "ring") o.coll.algorithm = AllreduceAlgorithm::Ring;
-        else if (a == "ring-chunked") o.coll.algorithm = AllreduceAlgorithm::RingChunked;
-        else throw std::invalid_argument("unknown --algo '" + a + "'");
+        if (a == "auto")
+          o.coll.algorithm = AllreduceAlgorithm::Auto;
+        else if (a == "ring")
+          o.coll.algorithm = AllreduceAlgorithm::Ring;
+        else if (a == "ring-chunked")
+          o.coll.algorithm = AllreduceAlgorithm::RingChunked;
+        else
+          throw std::invalid_argument("unknown --algo '" + a + "'");
         break;
       case kSegment: o.coll.segmentBytes = parseSize(a); break;
       case kRegions: o.coll.regions = uint32_t(std::stoul(a)); break;
       case kMode:
-        if (a == "event") o.mode = PollMode::Event;
-        else if (a == "busy") o.mode = PollMode::BusyPoll;
-        else throw std::invalid_argument("unknown --mode '" + a + "'");
+        if (a == "event")
+          o.mode = PollMode::Event;
+        else if (a == "busy")
+          o.mode = PollMode::BusyPoll;
+        else
+          throw std::invalid_argument("unknown --mode '" + a + "'");
         break;
       case kClock:
-        if (a != "auto" && a != "wall" && a != "sim") throw std::invalid_argument("unknown --clock '" + a + "'");
+        if (a != "auto" && a != "wall" && a != "sim")
+          throw std::invalid_argument("unknown --clock '" + a + "'");
         o.clock = a;
         break;
       case kTimeout: o.timeoutMs = std::stoi(a); break;
@@ -194,7 +248,8 @@ Options parse(int argc, char** argv) {
       case kAckWr: o.ackWr = uint32_t(std::stoul(a)); break;
       case kGloo: o.compareGloo = true; break;
       case kGlooAlgo:
-        if (a != "ring" && a != "ring-chunked") throw std::invalid_argument("unknown --gloo-algo '" + a + "'");
+        if (a != "ring" && a != "ring-chunked")
+          throw std::invalid_argument("unknown --gloo-algo '" + a + "'");
         o.glooAlgo = a;
         break;
       case 'b': o.minBytes = parseSize(a); break;
@@ -267,9 +322,12 @@ T input(int r, size_t i, ReduceOp op) {
 template <class T>
 T combine(T a, T b, ReduceOp op) {
   T c = a;
-  reduceInto(&c, &b, 1, std::is_same_v<T, float> ? DataType::Float
-                        : std::is_same_v<T, double> ? DataType::Double
-                        : std::is_same_v<T, int32_t> ? DataType::Int32 : DataType::Int64, op);
+  reduceInto(&c, &b, 1,
+             std::is_same_v<T, float>     ? DataType::Float
+             : std::is_same_v<T, double>  ? DataType::Double
+             : std::is_same_v<T, int32_t> ? DataType::Int32
+                                          : DataType::Int64,
+             op);
   return c;
 }
 
@@ -371,12 +429,13 @@ GlooRank* glooConnect(Context& ctx, const Options& o, const std::shared_ptr<hcas
     // in INIT and drop them; Gloo then relies on retransmission. Wait until every rank is connected.
     Barrier(ctx).run();
     g->quiesce = std::make_unique<GlooQuiesce>(g->ctx);
-    g->describe = "Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
-                  std::to_string(GLOO_VERSION_PATCH) + " " +
-                  (o.glooAlgo == "ring" ? "AllreduceRing" : "AllreduceRingChunked") + "<" + dataTypeName(o.type) +
-                  ">, ibverbs transport on " + attr.name + " port " + std::to_string(attr.port) + " gid index " +
-                  std::to_string(attr.index) + ", " +
-                  (o.mode == PollMode::BusyPoll ? "sync mode (busy poll)" : "async mode (device loop thread)");
+    g->describe =
+        "Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
+        std::to_string(GLOO_VERSION_PATCH) + " " +
+        (o.glooAlgo == "ring" ? "AllreduceRing" : "AllreduceRingChunked") + "<" + dataTypeName(o.type) +
+        ">, ibverbs transport on " + attr.name + " port " + std::to_string(attr.port) + " gid index " +
+        std::to_string(attr.index) + ", " +
+        (o.mode == PollMode::BusyPoll ? "sync mode (busy poll)" : "async mode (device loop thread)");
   } catch (...) {
     g.release();  // leaked: see GlooRank
     throw;
@@ -440,7 +499,8 @@ void runGlooSize(Context& ctx, GlooRank* g, const Options& o, Row& row, bool sim
       if (o.glooAlgo == "ring")
         alg = std::make_unique<gloo::AllreduceRing<T>>(g->ctx, ptrs, int(count), glooReduction<T>(o.redop));
       else
-        alg = std::make_unique<gloo::AllreduceRingChunked<T>>(g->ctx, ptrs, int(count), glooReduction<T>(o.redop));
+        alg = std::make_unique<gloo::AllreduceRingChunked<T>>(g->ctx, ptrs, int(count),
+                                                              glooReduction<T>(o.redop));
     });
     Barrier sync(ctx);
     for (int i = 0; i < o.warmup; ++i) alg->run();
@@ -511,8 +571,12 @@ Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gl
   };
   init();
   switch (o.op) {
-    case Op::Allreduce: coll = std::make_unique<Allreduce>(ctx, a.data(), count, o.type, o.redop, o.coll); break;
-    case Op::Broadcast: coll = std::make_unique<Broadcast>(ctx, a.data(), count, o.type, o.root, o.coll); break;
+    case Op::Allreduce:
+      coll = std::make_unique<Allreduce>(ctx, a.data(), count, o.type, o.redop, o.coll);
+      break;
+    case Op::Broadcast:
+      coll = std::make_unique<Broadcast>(ctx, a.data(), count, o.type, o.root, o.coll);
+      break;
     case Op::Allgather:
       b.assign(count * es * size_t(p), 0);
       coll = std::make_unique<Allgather>(ctx, a.data(), b.data(), count, o.type, o.coll);
@@ -562,8 +626,7 @@ Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gl
             got = reinterpret_cast<T*>(b.data())[i];
             want = reduceAll(size_t(r) * count + i);
             break;
-          default:
-            got = want = T{};
+          default: got = want = T{};
         }
         if (std::memcmp(&got, &want, sizeof(T)) != 0) {
           row.ok = false;
@@ -598,23 +661,28 @@ double pct(std::vector<double> v, double q) {
   return v[i];
 }
 
-void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where, const std::string& gloo) {
+void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where,
+                 const std::string& gloo) {
   std::printf("# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s, segment %zu B\n",
-              o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(), dataTypeName(o.type),
-              reduceOpName(o.redop), allreduceAlgorithmName(o.coll.algorithm), o.coll.segmentBytes);
+              o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(),
+              dataTypeName(o.type), reduceOpName(o.redop), allreduceAlgorithmName(o.coll.algorithm),
+              o.coll.segmentBytes);
   std::printf("# clock: %s; %d warm-up + %d timed iterations per size; time = slowest rank per iteration\n",
               sim ? "simulated time (hcasim_sim_now_ns)" : "wall clock", o.warmup, o.iters);
   if (!gloo.empty()) {
-    std::printf("# compare: %s; same inputs, warm-up, iterations and clock; ratio = hcasim-verbs time / Gloo time "
-                "(below 1: hcasim-verbs faster)\n",
-                gloo.c_str());
+    std::printf(
+        "# compare: %s; same inputs, warm-up, iterations and clock; ratio = hcasim-verbs time / Gloo time "
+        "(below 1: hcasim-verbs faster)\n",
+        gloo.c_str());
     if (sim && o.mode == PollMode::Event)
-      std::printf("# note: Gloo's async mode waits outside verbs calls (poll(2), condition variables): on the\n"
-                  "#       simulator time then moves while its software runs only after a quiet period, so its\n"
-                  "#       simulated times are optimistic for small sizes (docs/verbs.md).\n");
+      std::printf(
+          "# note: Gloo's async mode waits outside verbs calls (poll(2), condition variables): on the\n"
+          "#       simulator time then moves while its software runs only after a quiet period, so its\n"
+          "#       simulated times are optimistic for small sizes (docs/verbs.md).\n");
   }
-  std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s", "size(B)", "count", "type", "redop",
-              "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p90(us)", "p99(us)", "max(us)", "check");
+  std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s", "size(B)", "count", "type",
+              "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p90(us)", "p99(us)", "max(us)",
+              "check");
   if (!gloo.empty())
     std::printf(" %11s %11s %10s %7s %6s", "gloo(us)", "gloo_busbw", "gloo_p50", "ratio", "gcheck");
   std::printf("\n");
@@ -631,10 +699,13 @@ void printRow(const Options& o, int p, const Row& row) {
   const double avg = mean(row.us);
   const double algbw = avg > 0 ? double(row.bytes) / (avg * 1e3) : 0;  // bytes/us/1e3 = GB/s
   const double busbw = algbw * busFactor(o.op, p);
-  std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %6s", row.bytes, row.count,
-              dataTypeName(o.type), o.op == Op::Allreduce || o.op == Op::ReduceScatter ? reduceOpName(o.redop) : "-",
-              avg, algbw, busbw, pct(row.us, 0.5), pct(row.us, 0.9), pct(row.us, 0.99), pct(row.us, 1.0),
-              !row.checked ? "-" : row.ok ? "ok" : "FAIL");
+  std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %6s", row.bytes,
+              row.count, dataTypeName(o.type),
+              o.op == Op::Allreduce || o.op == Op::ReduceScatter ? reduceOpName(o.redop) : "-", avg, algbw,
+              busbw, pct(row.us, 0.5), pct(row.us, 0.9), pct(row.us, 0.99), pct(row.us, 1.0),
+              !row.checked ? "-"
+              : row.ok     ? "ok"
+                           : "FAIL");
   if (o.compareGloo) {
     if (row.glooRan) {
       const double g = mean(row.glooUs);
@@ -642,7 +713,9 @@ void printRow(const Options& o, int p, const Row& row) {
       char ratio[16] = "-";
       if (g > 0 && avg > 0) std::snprintf(ratio, sizeof ratio, "%.3f", avg / g);
       std::printf(" %11.2f %11.3f %10.2f %7s %6s", g, gbus, pct(row.glooUs, 0.5), ratio,
-                  !row.glooChecked ? "-" : row.glooOk ? "ok" : "FAIL");
+                  !row.glooChecked ? "-"
+                  : row.glooOk     ? "ok"
+                                   : "FAIL");
     } else {
       std::printf(" %11s %11s %10s %7s %6s", "-", "-", "-", "-", "-");
     }
@@ -658,7 +731,8 @@ std::vector<size_t> sizes(const Options& o) {
   if (o.op == Op::Barrier) return {0};
   for (size_t s = o.minBytes;;) {
     v.push_back(s);
-    size_t next = o.stepBytes ? s + o.stepBytes : size_t(std::max<double>(double(s) * o.factor, double(s + 1)));
+    size_t next =
+        o.stepBytes ? s + o.stepBytes : size_t(std::max<double>(double(s) * o.factor, double(s + 1)));
     if (next > o.maxBytes || next <= s) break;
     s = next;
   }
@@ -666,7 +740,8 @@ std::vector<size_t> sizes(const Options& o) {
 }
 
 // One rank, start to finish. Returns false if any check failed.
-bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>& store, const std::string& devName) {
+bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>& store,
+             const std::string& devName) {
   DeviceAttr da;
   da.name = devName;
   da.port = uint8_t(o.port);
@@ -688,7 +763,8 @@ bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>&
 #endif
   if (rank == 0) {
     std::string where = dev->describe();
-    if (o.threads) where = "devices " + dev->name() + ".. (one per rank)," + where.substr(where.find(" port"));
+    if (o.threads)
+      where = "devices " + dev->name() + ".. (one per rank)," + where.substr(where.find(" port"));
     std::string glooWhat;
 #if HCASIM_HAVE_GLOO
     if (gloo) {
@@ -732,7 +808,8 @@ int main(int argc, char** argv) {
       std::vector<std::string> devs = o.device.empty() ? std::vector<std::string>{} : split(o.device);
       if (devs.empty())
         for (const auto& d : Device::list()) devs.push_back(d.name);
-      if (devs.empty()) throw IoError("no RDMA devices (on the simulator: hcasim run --hosts N -- coll-bench ...)");
+      if (devs.empty())
+        throw IoError("no RDMA devices (on the simulator: hcasim run --hosts N -- coll-bench ...)");
       if (int(devs.size()) < o.threads && !o.device.empty())
         throw std::invalid_argument("--device lists fewer devices than --ranks-as-threads");
       auto store = o.store.empty() ? std::make_shared<HashStore>() : makeStore(o.store, 0);
@@ -750,12 +827,15 @@ int main(int argc, char** argv) {
         });
       for (auto& t : ts) t.join();
       for (int r = 0; r < o.threads; ++r)
-        if (!errors[size_t(r)].empty()) std::fprintf(stderr, "coll-bench: rank %d: %s\n", r, errors[size_t(r)].c_str());
+        if (!errors[size_t(r)].empty())
+          std::fprintf(stderr, "coll-bench: rank %d: %s\n", r, errors[size_t(r)].c_str());
       return ok ? 0 : 1;
     }
     const RankInfo ri = resolveRank(o.rank, o.size);
-    if (o.store.empty() && ri.size > 1) throw std::invalid_argument("--store is needed with more than one process");
-    auto store = o.store.empty() ? std::make_shared<HashStore>() : makeStore(o.store, ri.rank, std::chrono::milliseconds(o.timeoutMs));
+    if (o.store.empty() && ri.size > 1)
+      throw std::invalid_argument("--store is needed with more than one process");
+    auto store = o.store.empty() ? std::make_shared<HashStore>()
+                                 : makeStore(o.store, ri.rank, std::chrono::milliseconds(o.timeoutMs));
     return runRank(o, ri.rank, ri.size, store, o.device) ? 0 : 1;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "coll-bench: %s (see --help)\n", e.what());

@@ -50,7 +50,8 @@ void validate(const Address& a) {
   if (a.qpn < 2) bad("qpn", "%llu is a special QP (0 = SMI, 1 = GSI), not an RC QP", a.qpn);
   if (a.psn > 0xffffff) bad("psn", "0x%llx does not fit 24 bits", a.psn);
   if (a.global) {
-    if (allZero(a.gid)) bad("gid", "all zero although the global flag is set (a GRH needs a destination GID)", 0);
+    if (allZero(a.gid))
+      bad("gid", "all zero although the global flag is set (a GRH needs a destination GID)", 0);
   } else if (a.lid == 0 || a.lid >= 0xc000) {
     bad("lid", "0x%llx is not a unicast LID (0x0001..0xbfff) and the global flag is clear", a.lid);
   }
@@ -93,7 +94,8 @@ Address Address::fromBytes(const void* data, size_t len) {
   if (p[3] != kSize) bad("length", "header says %llu bytes, version 1 is 36", p[3]);
   if (len != kSize) bad("length", "%llu bytes given, version 1 is 36", len);
   const uint16_t want = checksum(p, kChecksummed);
-  if (get16(p + 34) != want) bad("checksum", "0x%04llx does not match the bytes (corrupted or truncated)", get16(p + 34));
+  if (get16(p + 34) != want)
+    bad("checksum", "0x%04llx does not match the bytes (corrupted or truncated)", get16(p + 34));
   if (p[4] & ~kFlagGlobal) bad("flags", "0x%02llx has unknown bits (only bit 0, global, is defined)", p[4]);
   if (p[32] || p[33]) bad("reserved", "0x%04llx, must be 0", get16(p + 32));
   Address a;

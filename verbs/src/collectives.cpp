@@ -54,12 +54,19 @@ class RingReduceScatter {
  public:
   RingReduceScatter(Context& ctx, uint32_t tag, std::shared_ptr<MemoryRegion> data, std::vector<Chunk> chunks,
                     DataType type, ReduceOp op, size_t segElems, uint32_t regions)
-      : ctx_(ctx), data_(std::move(data)), chunks_(std::move(chunks)), type_(type), op_(op),
-        es_(dataTypeSize(type)), seg_(std::max<size_t>(1, segElems)), regions_(std::max<uint32_t>(2, regions)) {
+      : ctx_(ctx),
+        data_(std::move(data)),
+        chunks_(std::move(chunks)),
+        type_(type),
+        op_(op),
+        es_(dataTypeSize(type)),
+        seg_(std::max<size_t>(1, segElems)),
+        regions_(std::max<uint32_t>(2, regions)) {
     const int p = ctx.size(), r = ctx.rank();
     scratch_.assign(std::max<size_t>(1, regions_ * seg_ * es_), 0);
     scratchMr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), scratch_.data(), scratch_.size());
-    recv_ = ctx.pair(mod(r - 1, p)).createRecvBuffer(slotOf(tag, kSlotScratch), scratchMr_, 0, scratch_.size(), 0);
+    recv_ = ctx.pair(mod(r - 1, p))
+                .createRecvBuffer(slotOf(tag, kSlotScratch), scratchMr_, 0, scratch_.size(), 0);
     send_ = ctx.pair(mod(r + 1, p)).createSendBuffer(slotOf(tag, kSlotScratch), data_, 0, data_->size());
   }
 
@@ -116,7 +123,10 @@ class RingAllgather {
  public:
   RingAllgather(Context& ctx, uint32_t tag, std::shared_ptr<MemoryRegion> data, std::vector<Chunk> blocks,
                 DataType type, size_t segElems)
-      : ctx_(ctx), data_(std::move(data)), blocks_(std::move(blocks)), es_(dataTypeSize(type)),
+      : ctx_(ctx),
+        data_(std::move(data)),
+        blocks_(std::move(blocks)),
+        es_(dataTypeSize(type)),
         seg_(std::max<size_t>(1, segElems)) {
     const int p = ctx.size(), r = ctx.rank();
     recv_ = ctx.pair(mod(r - 1, p)).createRecvBuffer(slotOf(tag, kSlotData), data_, 0, data_->size(), 0);
@@ -182,7 +192,8 @@ Allreduce::Allreduce(Context& ctx, void* data, size_t count, DataType type, Redu
   const size_t maxChunk = chunks.empty() ? 0 : chunks[0].cnt;
   impl_->algo = o.algorithm;
   if (impl_->algo == AllreduceAlgorithm::Auto)
-    impl_->algo = maxChunk * es <= o.segmentBytes ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::RingChunked;
+    impl_->algo =
+        maxChunk * es <= o.segmentBytes ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::RingChunked;
   if (p == 1 || count == 0) return;
   size_t seg;
   uint32_t regions;
@@ -220,8 +231,8 @@ struct ReduceScatter::Impl {
   std::unique_ptr<RingReduceScatter> rs;
 };
 
-ReduceScatter::ReduceScatter(Context& ctx, const void* in, void* out, size_t count, DataType type, ReduceOp op,
-                             CollectiveOptions o)
+ReduceScatter::ReduceScatter(Context& ctx, const void* in, void* out, size_t count, DataType type,
+                             ReduceOp op, CollectiveOptions o)
     : impl_(std::make_unique<Impl>()) {
   const uint32_t tag = ctx.nextTag();
   const int p = ctx.size();
@@ -241,7 +252,8 @@ ReduceScatter::ReduceScatter(Context& ctx, const void* in, void* out, size_t cou
     seg = std::min(segElems(o, es), count);
     regions = std::max<uint32_t>(2, o.regions);
   }
-  impl_->rs = std::make_unique<RingReduceScatter>(ctx, tag, impl_->mr, equalBlocks(count, p), type, op, seg, regions);
+  impl_->rs =
+      std::make_unique<RingReduceScatter>(ctx, tag, impl_->mr, equalBlocks(count, p), type, op, seg, regions);
 }
 
 ReduceScatter::~ReduceScatter() = default;
@@ -269,7 +281,8 @@ struct Allgather::Impl {
   std::unique_ptr<RingAllgather> ag;
 };
 
-Allgather::Allgather(Context& ctx, const void* in, void* out, size_t count, DataType type, CollectiveOptions o)
+Allgather::Allgather(Context& ctx, const void* in, void* out, size_t count, DataType type,
+                     CollectiveOptions o)
     : impl_(std::make_unique<Impl>()) {
   const uint32_t tag = ctx.nextTag();
   const int p = ctx.size();
@@ -280,7 +293,8 @@ Allgather::Allgather(Context& ctx, const void* in, void* out, size_t count, Data
   impl_->rank = ctx.rank();
   if (count == 0 || p == 1) return;
   impl_->mr = std::make_shared<MemoryRegion>(ctx.devicePtr(), out, size_t(p) * count * es);
-  impl_->ag = std::make_unique<RingAllgather>(ctx, tag, impl_->mr, equalBlocks(count, p), type, segElems(o, es));
+  impl_->ag =
+      std::make_unique<RingAllgather>(ctx, tag, impl_->mr, equalBlocks(count, p), type, segElems(o, es));
 }
 
 Allgather::~Allgather() = default;
@@ -308,7 +322,8 @@ Broadcast::Broadcast(Context& ctx, void* data, size_t count, DataType type, int 
   const uint32_t tag = ctx.nextTag();
   const int p = ctx.size(), r = ctx.rank();
   if (root < 0 || root >= p)
-    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside 0.." + std::to_string(p - 1));
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " outside 0.." +
+                                std::to_string(p - 1));
   const size_t es = dataTypeSize(type);
   Impl& m = *impl_;
   m.bytes = count * es;
@@ -317,8 +332,10 @@ Broadcast::Broadcast(Context& ctx, void* data, size_t count, DataType type, int 
   m.size = p;
   if (count == 0 || p == 1) return;
   m.mr = std::make_shared<MemoryRegion>(ctx.devicePtr(), data, m.bytes);
-  if (m.pos > 0) m.recv = ctx.pair(mod(r - 1, p)).createRecvBuffer(slotOf(tag, kSlotChain), m.mr, 0, m.bytes, 0);
-  if (m.pos + 1 < p) m.send = ctx.pair(mod(r + 1, p)).createSendBuffer(slotOf(tag, kSlotChain), m.mr, 0, m.bytes);
+  if (m.pos > 0)
+    m.recv = ctx.pair(mod(r - 1, p)).createRecvBuffer(slotOf(tag, kSlotChain), m.mr, 0, m.bytes, 0);
+  if (m.pos + 1 < p)
+    m.send = ctx.pair(mod(r + 1, p)).createSendBuffer(slotOf(tag, kSlotChain), m.mr, 0, m.bytes);
 }
 
 Broadcast::~Broadcast() = default;

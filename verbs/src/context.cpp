@@ -37,7 +37,8 @@ void Context::close() {
 
 Pair& Context::pair(int peer) const {
   if (peer < 0 || peer >= size_ || peer == rank_ || !pairs_.at(size_t(peer)))
-    throw std::out_of_range("context rank " + std::to_string(rank_) + ": no pair to rank " + std::to_string(peer));
+    throw std::out_of_range("context rank " + std::to_string(rank_) + ": no pair to rank " +
+                            std::to_string(peer));
   return *pairs_[size_t(peer)];
 }
 
@@ -49,8 +50,8 @@ void Context::connectFullMesh(Store& store) {
   std::vector<uint8_t> all(size_t(size_) * Address::kSize, 0);
   for (int i = 0; i < size_; ++i) {
     if (i == rank_) continue;
-    pairs[size_t(i)] = std::make_unique<Pair>(dev_, opts_.pair,
-                                              "pair " + std::to_string(rank_) + "->" + std::to_string(i));
+    pairs[size_t(i)] =
+        std::make_unique<Pair>(dev_, opts_.pair, "pair " + std::to_string(rank_) + "->" + std::to_string(i));
     const auto b = pairs[size_t(i)]->addressBytes();
     std::copy(b.begin(), b.end(), all.begin() + long(size_t(i) * Address::kSize));
   }
@@ -62,13 +63,14 @@ void Context::connectFullMesh(Store& store) {
     if (peerAll.size() != size_t(size_) * Address::kSize)
       throw AddressError("length", "store key '" + key + "' holds " + std::to_string(peerAll.size()) +
                                        " bytes, expected " + std::to_string(size_) + " addresses of " +
-                                       std::to_string(Address::kSize) + " (a different group size, or a stale store?)");
+                                       std::to_string(Address::kSize) +
+                                       " (a different group size, or a stale store?)");
     Address a;
     try {
       a = Address::fromBytes(peerAll.data() + size_t(rank_) * Address::kSize, Address::kSize);
     } catch (const AddressError& e) {
-      throw AddressError(e.field(), "rank " + std::to_string(i) + "'s address for rank " + std::to_string(rank_) +
-                                        " (store key '" + key + "'): " + e.what());
+      throw AddressError(e.field(), "rank " + std::to_string(i) + "'s address for rank " +
+                                        std::to_string(rank_) + " (store key '" + key + "'): " + e.what());
     }
     pairs[size_t(i)]->connect(a);
   }

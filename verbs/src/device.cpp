@@ -110,7 +110,8 @@ std::shared_ptr<Device> Device::open(const DeviceAttr& attr) {
       const int rc = ibv_query_port(c, attr.port, &pa);
       if (rc != 0) {
         ibv_close_device(c);
-        if (!attr.name.empty()) throwSystemError("ibv_query_port(" + name + ", port " + std::to_string(attr.port) + ")", rc);
+        if (!attr.name.empty())
+          throwSystemError("ibv_query_port(" + name + ", port " + std::to_string(attr.port) + ")", rc);
         continue;
       }
       if (pa.state != IBV_PORT_ACTIVE) {
@@ -126,16 +127,19 @@ std::shared_ptr<Device> Device::open(const DeviceAttr& attr) {
     }
     if (!d->ctx_) {
       if (!attr.name.empty()) throw IoError("no RDMA device named '" + attr.name + "' (found: " + seen + ")");
-      throw IoError("no RDMA device with an ACTIVE port " + std::to_string(attr.port) + " (found: " + seen + ")");
+      throw IoError("no RDMA device with an ACTIVE port " + std::to_string(attr.port) + " (found: " + seen +
+                    ")");
     }
   }
-  if (int rc = ibv_query_device(d->ctx_, &d->devAttr_)) throwSystemError("ibv_query_device(" + d->name_ + ")", rc);
+  if (int rc = ibv_query_device(d->ctx_, &d->devAttr_))
+    throwSystemError("ibv_query_device(" + d->name_ + ")", rc);
   d->gidIndex_ = attr.gidIndex >= 0 ? attr.gidIndex : defaultGidIndex(d->ctx_, d->port_, d->portAttr_);
   if (d->gidIndex_ >= d->portAttr_.gid_tbl_len)
     throw IoError(d->name_ + ": GID index " + std::to_string(d->gidIndex_) + " outside the GID table (" +
                   std::to_string(d->portAttr_.gid_tbl_len) + " entries)");
   if (int rc = ibv_query_gid(d->ctx_, d->port_, d->gidIndex_, &d->gid_))
-    throwSystemError(d->name_ + ": ibv_query_gid(index " + std::to_string(d->gidIndex_) + ")", errno ? errno : (rc > 0 ? rc : EINVAL));
+    throwSystemError(d->name_ + ": ibv_query_gid(index " + std::to_string(d->gidIndex_) + ")",
+                     errno ? errno : (rc > 0 ? rc : EINVAL));
   if (d->ethernet()) {
     bool zero = true;
     for (uint8_t b : d->gid_.raw) zero = zero && b == 0;
@@ -164,7 +168,8 @@ Device::~Device() {
   if (loop_.joinable()) {
     stop_ = true;
     uint64_t one = 1;
-    if (write(wakeFd_, &one, sizeof one) < 0) { /* the loop also wakes on its poll timeout */ }
+    if (write(wakeFd_, &one, sizeof one) < 0) { /* the loop also wakes on its poll timeout */
+    }
     loop_.join();
   }
   if (wakeFd_ >= 0) close(wakeFd_);

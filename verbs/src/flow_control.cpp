@@ -40,7 +40,8 @@ std::optional<FlowControl::Ack> FlowControl::takeAck() {
 }
 
 void FlowControl::onDataCompletion() {
-  if (localData_ >= cfg_.dataWr) throw ProtocolError("flow control: data completion with no data WR outstanding");
+  if (localData_ >= cfg_.dataWr)
+    throw ProtocolError("flow control: data completion with no data WR outstanding");
   ++localData_;
 }
 

@@ -50,7 +50,8 @@ RankInfo resolveRank(int rank, int size) {
           "rank and size unknown: pass --rank and --size, or run under a launcher that sets "
           "OMPI_COMM_WORLD_RANK/SIZE, SLURM_PROCID/SLURM_NTASKS or PMI_RANK/PMI_SIZE");
   }
-  if (r.size < 1) throw std::invalid_argument("size " + std::to_string(r.size) + " (from " + r.source + ") < 1");
+  if (r.size < 1)
+    throw std::invalid_argument("size " + std::to_string(r.size) + " (from " + r.source + ") < 1");
   if (r.rank < 0 || r.rank >= r.size)
     throw std::invalid_argument("rank " + std::to_string(r.rank) + " (from " + r.source + ") outside 0.." +
                                 std::to_string(r.size - 1));

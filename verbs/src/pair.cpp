@@ -70,7 +70,9 @@ uint32_t randomPsn() {
 // ---- construction ------------------------------------------------------------------------
 
 Pair::Pair(std::shared_ptr<Device> dev, const PairOptions& opts, std::string label)
-    : dev_(std::move(dev)), opts_(opts), label_(label.empty() ? "pair" : std::move(label)),
+    : dev_(std::move(dev)),
+      opts_(opts),
+      label_(label.empty() ? "pair" : std::move(label)),
       fc_(FlowControl::Config{opts.dataWr, opts.ackWr}) {
   if (opts_.maxWriteBytes == 0 || opts_.maxWriteBytes > (size_t(1) << 31))
     throw std::invalid_argument(label_ + ": maxWriteBytes must be 1 .. 2^31");
@@ -101,7 +103,9 @@ Pair::Pair(std::shared_ptr<Device> dev, const PairOptions& opts, std::string lab
       ia.cap.max_inline_data = 0;
       qp_ = ibv_create_qp(dev_->pd(), &ia);
     }
-    if (!qp_) throwSystemError(label_ + ": ibv_create_qp(RC, " + std::to_string(sq) + "/" + std::to_string(rq) + ")", errno);
+    if (!qp_)
+      throwSystemError(label_ + ": ibv_create_qp(RC, " + std::to_string(sq) + "/" + std::to_string(rq) + ")",
+                       errno);
     maxInline_ = ia.cap.max_inline_data;
 
     recvStaging_.assign(size_t(rq) * slotBytes_, 0);
@@ -136,7 +140,8 @@ Pair::Pair(std::shared_ptr<Device> dev, const PairOptions& opts, std::string lab
     if (event_) {
       armedNext_ = !opts_.solicited;
       std::lock_guard<std::mutex> arm(dev_->armMu_);
-      if (int rc = ibv_req_notify_cq(cq_, armedNext_ ? 0 : 1)) throwSystemError(label_ + ": ibv_req_notify_cq", rc);
+      if (int rc = ibv_req_notify_cq(cq_, armedNext_ ? 0 : 1))
+        throwSystemError(label_ + ": ibv_req_notify_cq", rc);
     }
   } catch (...) {
     if (qp_) ibv_destroy_qp(qp_);
@@ -205,8 +210,8 @@ void Pair::connect(const Address& peer) {
   r.sq_psn = self_.psn;
   r.max_rd_atomic = 1;
   if (int rc = ibv_modify_qp(qp_, &r,
-                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                 IBV_QP_MAX_QP_RD_ATOMIC))
+                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
     throwSystemError(label_ + ": ibv_modify_qp(RTR -> RTS)", rc);
   peer_ = peer;
   connected_ = true;
@@ -217,8 +222,8 @@ void Pair::connect(const Address& peer) {
 // ---- posting (mu_ held) ------------------------------------------------------------------
 
 void Pair::postRecv(uint32_t idx) {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(recvStaging_.data() + size_t(idx) * slotBytes_), uint32_t(slotBytes_),
-              recvMr_->lkey};
+  ibv_sge sge{reinterpret_cast<uintptr_t>(recvStaging_.data() + size_t(idx) * slotBytes_),
+              uint32_t(slotBytes_), recvMr_->lkey};
   ibv_recv_wr wr{};
   wr.wr_id = wrId(kRecv, idx);
   wr.sg_list = &sge;
@@ -247,7 +252,8 @@ void Pair::postItem(uint64_t cookie, uint32_t index, uint32_t wrs) {
   const unsigned se = opts_.solicited ? IBV_SEND_SOLICITED : 0;
   if ((cookie & ~kValueMask) == kCookieControl) {
     auto it = controls_.find(id);
-    if (it == controls_.end() || freeSendStaging_.empty()) throw ProtocolError(label_ + ": internal: control item lost");
+    if (it == controls_.end() || freeSendStaging_.empty())
+      throw ProtocolError(label_ + ": internal: control item lost");
     const std::vector<uint8_t>& bytes = it->second;
     const uint32_t st = freeSendStaging_.back();
     uint8_t* p = sendStaging_.data() + size_t(st) * slotBytes_;
@@ -262,8 +268,10 @@ void Pair::postItem(uint64_t cookie, uint32_t index, uint32_t wrs) {
     wr.send_flags = IBV_SEND_SIGNALED | se | (bytes.size() <= maxInline_ ? IBV_SEND_INLINE : 0);
     if (int rc = ibv_post_send(qp_, &wr, &bad)) throwSystemError(label_ + ": ibv_post_send(SEND)", rc);
     freeSendStaging_.pop_back();
-    if (grant) ++stats_.grantsSent;
-    else ++stats_.messagesSent;
+    if (grant)
+      ++stats_.grantsSent;
+    else
+      ++stats_.messagesSent;
     controls_.erase(it);
     return;
   }
@@ -311,8 +319,8 @@ void Pair::matchWrites(uint32_t slot) {
     if (op.roffset > g.length || op.length > g.length - op.roffset) {
       if (s.error.empty())
         s.error = label_ + ": send on slot " + std::to_string(slot) + " of " + std::to_string(op.length) +
-                  " bytes at remote offset " + std::to_string(op.roffset) + " overruns the peer's buffer of " +
-                  std::to_string(g.length) + " bytes";
+                  " bytes at remote offset " + std::to_string(op.roffset) +
+                  " overruns the peer's buffer of " + std::to_string(g.length) + " bytes";
       ++s.completed;
       continue;
     }
@@ -330,8 +338,9 @@ void Pair::matchWrites(uint32_t slot) {
 std::string Pair::describeWc(const ibv_wc& wc) const {
   // On an error completion only wr_id, status, qp_num and vendor_err are defined.
   return "work completion error: " + std::string(ibv_wc_status_str(wc.status)) + " (status " +
-         std::to_string(int(wc.status)) + ", vendor_err " + hex(wc.vendor_err) + ") on " + kindName(wc.wr_id) +
-         " wr_id " + hex(wc.wr_id) + ", qpn " + hex(wc.qp_num) + " -> peer qpn " + hex(peer_.qpn);
+         std::to_string(int(wc.status)) + ", vendor_err " + hex(wc.vendor_err) + ") on " +
+         kindName(wc.wr_id) + " wr_id " + hex(wc.wr_id) + ", qpn " + hex(wc.qp_num) + " -> peer qpn " +
+         hex(peer_.qpn);
 }
 
 void Pair::handle(const ibv_wc& wc) {
@@ -344,7 +353,8 @@ void Pair::handle(const ibv_wc& wc) {
   switch (kindOf(wc.wr_id)) {
     case kRecv: {
       const uint32_t idx = uint32_t(v);
-      if (idx >= fc_.recvQueueDepth()) throw ProtocolError(label_ + ": receive completion for unknown wr_id " + hex(wc.wr_id));
+      if (idx >= fc_.recvQueueDepth())
+        throw ProtocolError(label_ + ": receive completion for unknown wr_id " + hex(wc.wr_id));
       const uint8_t* p = recvStaging_.data() + size_t(idx) * slotBytes_;
       const bool imm = (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -353,7 +363,8 @@ void Pair::handle(const ibv_wc& wc) {
         fc_.onDataReceived();
         auto it = recvSlots_.find(slot);
         if (it == recvSlots_.end() || !it->second.buf)
-          throw ProtocolError(label_ + ": RDMA write for slot " + std::to_string(slot) + ", which has no receive buffer");
+          throw ProtocolError(label_ + ": RDMA write for slot " + std::to_string(slot) +
+                              ", which has no receive buffer");
         ++it->second.arrived;
         it->second.lengths.push_back(wc.byte_len);
         ++stats_.writesReceived;
@@ -392,20 +403,21 @@ void Pair::handle(const ibv_wc& wc) {
         return;
       }
       throw ProtocolError(label_ + ": unknown SEND (type " + std::to_string(type) + ", " +
-                          (imm ? "with" : "without") + " immediate, " + std::to_string(wc.byte_len) + " bytes)");
+                          (imm ? "with" : "without") + " immediate, " + std::to_string(wc.byte_len) +
+                          " bytes)");
     }
     case kSendCtl:
-      if (v >= opts_.dataWr) throw ProtocolError(label_ + ": send completion for unknown wr_id " + hex(wc.wr_id));
+      if (v >= opts_.dataWr)
+        throw ProtocolError(label_ + ": send completion for unknown wr_id " + hex(wc.wr_id));
       freeSendStaging_.push_back(uint32_t(v));
       fc_.onDataCompletion();
       return;
-    case kAckWr:
-      fc_.onAckCompletion();
-      return;
+    case kAckWr: fc_.onAckCompletion(); return;
     case kWrite: {
       fc_.onDataCompletion();
       auto it = writes_.find(v);
-      if (it == writes_.end()) throw ProtocolError(label_ + ": completion for unknown write " + hex(wc.wr_id));
+      if (it == writes_.end())
+        throw ProtocolError(label_ + ": completion for unknown write " + hex(wc.wr_id));
       if (++it->second.completedWrs == it->second.wrs) {
         ++sendSlots_[it->second.slot].completed;
         writes_.erase(it);
@@ -472,7 +484,8 @@ void Pair::ensureArmed() {
 void Pair::rearm() {
   armedNext_ = needAnyCompletion();
   std::lock_guard<std::mutex> arm(dev_->armMu_);
-  if (int rc = ibv_req_notify_cq(cq_, armedNext_ ? 0 : 1)) throwSystemError(label_ + ": ibv_req_notify_cq", rc);
+  if (int rc = ibv_req_notify_cq(cq_, armedNext_ ? 0 : 1))
+    throwSystemError(label_ + ": ibv_req_notify_cq", rc);
 }
 
 void Pair::fail(const std::string& what) {
@@ -521,9 +534,10 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
     throwIfFailed();
     const auto now = Clock::now();
     if (now >= dl) {
-      throw TimeoutError(label_ + ": timed out after " +
-                         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()) +
-                         " ms waiting for " + what + " (" + state_locked() + ")");
+      throw TimeoutError(
+          label_ + ": timed out after " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()) +
+          " ms waiting for " + what + " (" + state_locked() + ")");
     }
     if (!event_) {
       lk.unlock();
@@ -555,8 +569,8 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
 
 void Pair::send(uint32_t tag, const void* data, size_t len) {
   if (len > opts_.maxMessageBytes)
-    throw std::invalid_argument(label_ + ": message of " + std::to_string(len) + " bytes exceeds maxMessageBytes " +
-                                std::to_string(opts_.maxMessageBytes));
+    throw std::invalid_argument(label_ + ": message of " + std::to_string(len) +
+                                " bytes exceeds maxMessageBytes " + std::to_string(opts_.maxMessageBytes));
   std::unique_lock<std::mutex> lk(mu_);
   throwIfFailed();
   enqueueControl(kTypeMessage, tag, data, len);
@@ -570,7 +584,8 @@ std::vector<uint8_t> Pair::recv(uint32_t tag, std::optional<std::chrono::millise
     return std::find_if(inbox_.begin(), inbox_.end(), [&](const Message& m) { return m.tag == tag; });
   };
   const std::string what = "a message with tag " + std::to_string(tag);
-  waitFor(lk, [&] { return find() != inbox_.end(); }, deadline(timeout), what.c_str());
+  waitFor(
+      lk, [&] { return find() != inbox_.end(); }, deadline(timeout), what.c_str());
   auto it = find();
   std::vector<uint8_t> out = std::move(it->bytes);
   inbox_.erase(it);
@@ -591,7 +606,8 @@ void Pair::drain(std::optional<std::chrono::milliseconds> timeout) {
   std::unique_lock<std::mutex> lk(mu_);
   ++sendWaiters_;
   try {
-    waitFor(lk, [&] { return fc_.dataQuiescent(); }, deadline(timeout), "all queued work to complete");
+    waitFor(
+        lk, [&] { return fc_.dataQuiescent(); }, deadline(timeout), "all queued work to complete");
   } catch (...) {
     --sendWaiters_;
     throw;
@@ -605,13 +621,15 @@ std::unique_ptr<SendBuffer> Pair::createSendBuffer(uint32_t slot, void* ptr, siz
   return createSendBuffer(slot, std::make_shared<MemoryRegion>(dev_, ptr, size), 0, size);
 }
 
-std::unique_ptr<SendBuffer> Pair::createSendBuffer(uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset,
-                                                   size_t size) {
+std::unique_ptr<SendBuffer> Pair::createSendBuffer(uint32_t slot, std::shared_ptr<MemoryRegion> mr,
+                                                   size_t offset, size_t size) {
   if (!mr || offset > mr->size() || size > mr->size() - offset)
-    throw std::invalid_argument(label_ + ": send buffer for slot " + std::to_string(slot) + " outside its memory region");
+    throw std::invalid_argument(label_ + ": send buffer for slot " + std::to_string(slot) +
+                                " outside its memory region");
   std::lock_guard<std::mutex> g(mu_);
   SendSlot& s = sendSlots_[slot];
-  if (s.buf) throw std::invalid_argument(label_ + ": slot " + std::to_string(slot) + " already has a send buffer");
+  if (s.buf)
+    throw std::invalid_argument(label_ + ": slot " + std::to_string(slot) + " already has a send buffer");
   std::unique_ptr<SendBuffer> b(new SendBuffer(this, slot, std::move(mr), offset, size));
   s.buf = b.get();
   return b;
@@ -621,15 +639,18 @@ std::unique_ptr<RecvBuffer> Pair::createRecvBuffer(uint32_t slot, void* ptr, siz
   return createRecvBuffer(slot, std::make_shared<MemoryRegion>(dev_, ptr, size), 0, size, grants);
 }
 
-std::unique_ptr<RecvBuffer> Pair::createRecvBuffer(uint32_t slot, std::shared_ptr<MemoryRegion> mr, size_t offset,
-                                                   size_t size, uint32_t grants) {
+std::unique_ptr<RecvBuffer> Pair::createRecvBuffer(uint32_t slot, std::shared_ptr<MemoryRegion> mr,
+                                                   size_t offset, size_t size, uint32_t grants) {
   if (!mr || offset > mr->size() || size > mr->size() - offset)
-    throw std::invalid_argument(label_ + ": receive buffer for slot " + std::to_string(slot) + " outside its memory region");
+    throw std::invalid_argument(label_ + ": receive buffer for slot " + std::to_string(slot) +
+                                " outside its memory region");
   std::unique_ptr<RecvBuffer> b;
   {
     std::lock_guard<std::mutex> g(mu_);
     RecvSlot& s = recvSlots_[slot];
-    if (s.buf) throw std::invalid_argument(label_ + ": slot " + std::to_string(slot) + " already has a receive buffer");
+    if (s.buf)
+      throw std::invalid_argument(label_ + ": slot " + std::to_string(slot) +
+                                  " already has a receive buffer");
     b.reset(new RecvBuffer(this, slot, std::move(mr), offset, size));
     s.buf = b.get();
   }
@@ -648,7 +669,9 @@ void Pair::removeSendBuffer(SendBuffer* b) {
   s.waiting.clear();
   ++sendWaiters_;
   try {
-    waitFor(lk, [&] { return s.completed >= s.issued; }, deadline(std::nullopt), "outstanding sends (buffer destroyed)");
+    waitFor(
+        lk, [&] { return s.completed >= s.issued; }, deadline(std::nullopt),
+        "outstanding sends (buffer destroyed)");
   } catch (...) {
   }
   --sendWaiters_;
@@ -666,8 +689,8 @@ void Pair::removeRecvBuffer(RecvBuffer* b) {
 void Pair::sendWrite(SendBuffer* b, size_t offset, size_t length, size_t roffset) {
   if (offset > b->size_ || length > b->size_ - offset)
     throw std::invalid_argument(label_ + ": send of " + std::to_string(length) + " bytes at offset " +
-                                std::to_string(offset) + " outside the send buffer of slot " + std::to_string(b->slot_) +
-                                " (" + std::to_string(b->size_) + " bytes)");
+                                std::to_string(offset) + " outside the send buffer of slot " +
+                                std::to_string(b->slot_) + " (" + std::to_string(b->size_) + " bytes)");
   std::unique_lock<std::mutex> lk(mu_);
   throwIfFailed();
   WriteOp op{};
@@ -692,7 +715,8 @@ void Pair::waitSend(SendBuffer* b, std::optional<std::chrono::milliseconds> time
   const std::string what = "send completions on slot " + std::to_string(b->slot_);
   ++sendWaiters_;
   try {
-    waitFor(lk, [&] { return s.completed >= s.issued; }, deadline(timeout), what.c_str());
+    waitFor(
+        lk, [&] { return s.completed >= s.issued; }, deadline(timeout), what.c_str());
   } catch (...) {
     --sendWaiters_;
     throw;
@@ -730,7 +754,8 @@ uint32_t Pair::waitRecv(RecvBuffer* b, std::optional<std::chrono::milliseconds> 
   std::unique_lock<std::mutex> lk(mu_);
   RecvSlot& s = recvSlots_[b->slot_];
   const std::string what = "an RDMA write into slot " + std::to_string(b->slot_);
-  waitFor(lk, [&] { return s.arrived > s.taken; }, deadline(timeout), what.c_str());
+  waitFor(
+      lk, [&] { return s.arrived > s.taken; }, deadline(timeout), what.c_str());
   ++s.taken;
   const uint32_t len = s.lengths.front();
   s.lengths.pop_front();

@@ -46,8 +46,8 @@ uint16_t parsePort(const std::string& s, const std::string& spec) {
 Bytes Store::get(const std::string& key, std::chrono::milliseconds timeout) {
   Bytes v;
   if (!pollUntil([&] { return tryGet(key, v); }, timeout))
-    throw TimeoutError(describe() + ": key '" + key + "' did not appear within " + std::to_string(timeout.count()) +
-                       " ms");
+    throw TimeoutError(describe() + ": key '" + key + "' did not appear within " +
+                       std::to_string(timeout.count()) + " ms");
   return v;
 }
 
@@ -107,8 +107,8 @@ bool HashStore::tryGet(const std::string& key, Bytes& value) {
 Bytes HashStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> g(mu_);
   if (!cv_.wait_for(g, timeout, [&] { return map_.count(key) != 0; }))
-    throw TimeoutError(describe() + ": key '" + key + "' did not appear within " + std::to_string(timeout.count()) +
-                       " ms");
+    throw TimeoutError(describe() + ": key '" + key + "' did not appear within " +
+                       std::to_string(timeout.count()) + " ms");
   return map_[key];
 }
 
@@ -166,12 +166,14 @@ std::shared_ptr<Store> makeStore(const std::string& spec, int rank, std::chrono:
     const std::string host = rest.substr(0, c);
     const uint16_t port = parsePort(rest.substr(c + 1), spec);
     if (kind == "tcp") {
-      if (port == 0) throw std::invalid_argument("store spec '" + spec + "': tcp needs a fixed port every rank knows");
+      if (port == 0)
+        throw std::invalid_argument("store spec '" + spec + "': tcp needs a fixed port every rank knows");
       return std::make_shared<TcpStore>(host, port, rank == 0, timeout);
     }
     return std::make_shared<RedisStore>(host, port, timeout);
   }
-  throw std::invalid_argument("store spec '" + spec + "': expected hash, file:DIR, tcp:HOST:PORT or redis:HOST:PORT");
+  throw std::invalid_argument("store spec '" + spec +
+                              "': expected hash, file:DIR, tcp:HOST:PORT or redis:HOST:PORT");
 }
 
 }  // namespace hcasim::verbs

@@ -73,7 +73,8 @@ void writeAtomically(const std::string& path, const Bytes& value) {
     }
     off += size_t(n);
   }
-  if (fsync(fd) != 0 && errno != EINVAL) { /* best effort on file systems without fsync */ }
+  if (fsync(fd) != 0 && errno != EINVAL) { /* best effort on file systems without fsync */
+  }
   close(fd);
   if (rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;

@@ -31,7 +31,8 @@ RedisStore::RedisStore(const std::string& host, uint16_t port, std::chrono::mill
     : host_(host), port_(port) {
   timeval tv{long(timeout.count() / 1000), long((timeout.count() % 1000) * 1000)};
   redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
-  if (!c) throw StoreError("redis store " + host + ":" + std::to_string(port) + ": cannot allocate a context");
+  if (!c)
+    throw StoreError("redis store " + host + ":" + std::to_string(port) + ": cannot allocate a context");
   if (c->err) {
     const std::string e = c->errstr;
     redisFree(c);
@@ -64,7 +65,8 @@ redisReply* checked(void* r, void* ctx, const std::string& who) {
 
 void RedisStore::set(const std::string& key, const Bytes& value) {
   std::lock_guard<std::mutex> g(mu_);
-  Reply r{checked(redisCommand(rc(ctx_), "SET %b %b", key.data(), key.size(), value.data(), value.size()), ctx_, describe())};
+  Reply r{checked(redisCommand(rc(ctx_), "SET %b %b", key.data(), key.size(), value.data(), value.size()),
+                  ctx_, describe())};
 }
 
 bool RedisStore::tryGet(const std::string& key, Bytes& value) {
@@ -72,7 +74,8 @@ bool RedisStore::tryGet(const std::string& key, Bytes& value) {
   Reply r{checked(redisCommand(rc(ctx_), "GET %b", key.data(), key.size()), ctx_, describe())};
   if (r.r->type == REDIS_REPLY_NIL) return false;
   if (r.r->type != REDIS_REPLY_STRING) throw StoreError(describe() + ": GET " + key + ": not a string");
-  value.assign(reinterpret_cast<const uint8_t*>(r.r->str), reinterpret_cast<const uint8_t*>(r.r->str) + r.r->len);
+  value.assign(reinterpret_cast<const uint8_t*>(r.r->str),
+               reinterpret_cast<const uint8_t*>(r.r->str) + r.r->len);
   return true;
 }
 

@@ -126,7 +126,8 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port) {
     close(fd);
   }
   freeaddrinfo(res);
-  if (listenFd_ < 0) throw StoreError("tcp store server: cannot listen on " + host + ":" + std::to_string(port) + ": " + err);
+  if (listenFd_ < 0)
+    throw StoreError("tcp store server: cannot listen on " + host + ":" + std::to_string(port) + ": " + err);
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
   getsockname(listenFd_, reinterpret_cast<sockaddr*>(&ss), &len);
@@ -138,7 +139,8 @@ TcpStoreServer::TcpStoreServer(const std::string& host, uint16_t port) {
 
 TcpStoreServer::~TcpStoreServer() {
   uint64_t one = 1;
-  if (write(wakeFd_, &one, sizeof one) < 0) { /* the thread polls with a timeout anyway */ }
+  if (write(wakeFd_, &one, sizeof one) < 0) { /* the thread polls with a timeout anyway */
+  }
   if (thread_.joinable()) thread_.join();
   close(listenFd_);
   close(wakeFd_);
@@ -196,8 +198,10 @@ void TcpStoreServer::serve() {
           map_[key(0)] = args[1];
         } else if (op == kGet && args.size() == 1) {
           auto it = map_.find(key(0));
-          if (it == map_.end()) status = kNotFound;
-          else result = it->second;
+          if (it == map_.end())
+            status = kNotFound;
+          else
+            result = it->second;
         } else if (op == kCheck) {
           for (size_t k = 0; k < args.size(); ++k)
             if (!map_.count(key(k))) status = kNotFound;

@@ -41,13 +41,13 @@ constexpr uint32_t from_be32(uint32_t v) { return __builtin_bswap32(v); }
 constexpr uint64_t from_be64(uint64_t v) { return __builtin_bswap64(v); }
 
 // ---------------------------------------------------------------- geometry
-constexpr uint32_t kMinPageShift = 12;          ///< 4 KiB: smallest buffer-table page
-constexpr uint32_t kWqeBasicBlock = 64;         ///< send WQE basic block (WQEBB)
-constexpr uint32_t kSegmentSize = 16;           ///< every WQE segment is 16 bytes
+constexpr uint32_t kMinPageShift = 12;   ///< 4 KiB: smallest buffer-table page
+constexpr uint32_t kWqeBasicBlock = 64;  ///< send WQE basic block (WQEBB)
+constexpr uint32_t kSegmentSize = 16;    ///< every WQE segment is 16 bytes
 constexpr uint32_t kCqeSize = 64;
 constexpr uint32_t kEqeSize = 64;
-constexpr uint32_t kMaxSendWqeBbs = 4;          ///< a send WQE spans at most 4 WQEBBs (16 segments)
-constexpr uint32_t kInvalidLkey = 0x100;        ///< terminates a short receive WQE scatter list
+constexpr uint32_t kMaxSendWqeBbs = 4;    ///< a send WQE spans at most 4 WQEBBs (16 segments)
+constexpr uint32_t kInvalidLkey = 0x100;  ///< terminates a short receive WQE scatter list
 constexpr uint32_t kQpnMask = 0xffffff;
 constexpr uint32_t kPsnMask = 0xffffff;
 
@@ -77,8 +77,8 @@ struct CtrlSeg {
   uint32_t qpn_ds;            ///< BE: [31:8] QPN, [5:0] WQE size in 16-byte segments
   uint8_t signature;
   uint8_t rsvd[2];
-  uint8_t fm_ce_se;           ///< CtrlFlags
-  uint32_t imm;               ///< immediate data, network byte order, copied to the wire as is
+  uint8_t fm_ce_se;  ///< CtrlFlags
+  uint32_t imm;      ///< immediate data, network byte order, copied to the wire as is
 };
 
 /** @brief Remote address segment (RDMA WRITE/READ, atomics). */
@@ -160,10 +160,10 @@ struct Cqe {
   uint16_t wqe_counter;  ///< BE: WQE index of the completed WQE (SQ: first WQEBB index)
   uint8_t syndrome;      ///< CqeSyndrome (error CQEs only)
   uint8_t vendor_syndrome;
-  uint8_t flags;         ///< CqeFlags
-  uint8_t req_opcode;    ///< WqeOpcode of the completed send WQE (requester CQEs)
+  uint8_t flags;       ///< CqeFlags
+  uint8_t req_opcode;  ///< WqeOpcode of the completed send WQE (requester CQEs)
   uint8_t rsvd0[33];
-  uint8_t op_own;        ///< [7:4] CqeOpcode, [0] owner bit
+  uint8_t op_own;  ///< [7:4] CqeOpcode, [0] owner bit
 };
 
 /** @brief Owner bit the hardware writes for CQE number @p index of a ring of 2^log_size. */
@@ -188,13 +188,13 @@ enum class EqeType : uint8_t {
 
 /** @brief 64-byte event queue entry. */
 struct Eqe {
-  uint8_t type;       ///< EqeType
+  uint8_t type;  ///< EqeType
   uint8_t sub_type;
   uint8_t rsvd0[2];
-  uint32_t resource;  ///< BE: CQN for completion/CQ events, QPN for QP events, port for port events
-  uint64_t timestamp; ///< BE: simulated time in ns
+  uint32_t resource;   ///< BE: CQN for completion/CQ events, QPN for QP events, port for port events
+  uint64_t timestamp;  ///< BE: simulated time in ns
   uint8_t rsvd1[47];
-  uint8_t owner;      ///< [0] owner bit
+  uint8_t owner;  ///< [0] owner bit
 };
 
 // ---------------------------------------------------------------- UAR and doorbell records
@@ -216,8 +216,8 @@ constexpr uint64_t sq_doorbell_value(uint32_t qpn, uint16_t pi) {
   return (uint64_t(qpn & kQpnMask) << 32) | pi;
 }
 constexpr uint64_t cq_arm_value(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited) {
-  return (uint64_t(sn & 0xf) << 60) | (uint64_t(solicited ? 1 : 0) << 56) |
-         (uint64_t(ci & 0xffffff) << 32) | (cqn & 0xffffff);
+  return (uint64_t(sn & 0xf) << 60) | (uint64_t(solicited ? 1 : 0) << 56) | (uint64_t(ci & 0xffffff) << 32) |
+         (cqn & 0xffffff);
 }
 constexpr uint64_t eq_arm_value(uint32_t eqn, uint32_t ci) {
   return (uint64_t(ci & 0xffffff) << 32) | (eqn & 0xffffff);
@@ -294,22 +294,22 @@ struct Qpc {
   uint8_t rq_log_stride;  ///< RQ WQE size in bytes, log2
   uint8_t timeout;        ///< local ACK timeout exponent: 4.096 us * 2^timeout, 0 = none
   uint8_t retry_cnt;
-  uint8_t rnr_retry;      ///< 7 = infinite
-  uint8_t min_rnr_timer;  ///< IBTA RNR timer code (5 bits)
-  uint8_t max_rd_atomic;  ///< outstanding READ/atomic as requester
+  uint8_t rnr_retry;           ///< 7 = infinite
+  uint8_t min_rnr_timer;       ///< IBTA RNR timer code (5 bits)
+  uint8_t max_rd_atomic;       ///< outstanding READ/atomic as requester
   uint8_t max_dest_rd_atomic;  ///< as responder
-  uint32_t access_flags;  ///< remote access allowed on this QP (AccessFlags)
+  uint32_t access_flags;       ///< remote access allowed on this QP (AccessFlags)
   uint32_t dest_qpn;
-  uint32_t sq_psn;        ///< next PSN to send
-  uint32_t rq_psn;        ///< expected PSN
+  uint32_t sq_psn;  ///< next PSN to send
+  uint32_t rq_psn;  ///< expected PSN
   uint16_t pkey_index;
   uint16_t max_inline;
-  uint32_t srqn;          ///< 0xffffffff = no SRQ
+  uint32_t srqn;  ///< 0xffffffff = no SRQ
   PathDesc path;
   BufferDesc sq_buf;
   BufferDesc rq_buf;
-  uint64_t dbrec_addr;    ///< DMA address of the QpDbrec
-  uint8_t sqd_notify;     ///< raise an SQ-drained event after RTS->SQD
+  uint64_t dbrec_addr;  ///< DMA address of the QpDbrec
+  uint8_t sqd_notify;   ///< raise an SQ-drained event after RTS->SQD
   uint8_t rsvd_tail[7];
 };
 
@@ -336,11 +336,11 @@ struct Eqc {
 struct MkeyCtx {
   uint32_t key;
   uint32_t pdn;
-  uint64_t start;   ///< virtual address of the first byte
+  uint64_t start;  ///< virtual address of the first byte
   uint64_t length;
   uint32_t access;  ///< AccessFlags (local read is always allowed)
   uint32_t rsvd;
-  BufferDesc pages; ///< page list; first_page_offset = start % page size
+  BufferDesc pages;  ///< page list; first_page_offset = start % page size
 };
 
 // ---------------------------------------------------------------- command interface
@@ -406,7 +406,7 @@ struct HcaCaps {
   uint8_t port_mac[6];
   uint8_t active_mtu_log;
   uint8_t rsvd;
-  uint32_t port_ipv4;   ///< host order (192.0.2.1 is 0xc0000201)
+  uint32_t port_ipv4;  ///< host order (192.0.2.1 is 0xc0000201)
   uint32_t link_gbps;
   uint32_t atomic_cap;  ///< 0 none, 1 atomic within this HCA (values of enum ibv_atomic_cap)
 };
@@ -561,7 +561,9 @@ inline CqeFields get_cqe(const Cqe& c) {
 
 // EQE.
 /** @brief Owner bit hardware writes for EQE number @p index of a ring of 2^log_size. */
-constexpr uint8_t eqe_owner_for(uint32_t index, uint32_t log_size) { return uint8_t((index >> log_size) & 1u); }
+constexpr uint8_t eqe_owner_for(uint32_t index, uint32_t log_size) {
+  return uint8_t((index >> log_size) & 1u);
+}
 /** @brief What software writes into an EQE's owner byte before the first pass (hardware owns it). */
 constexpr uint8_t eqe_initial_owner() { return 1; }
 inline void set_eqe(Eqe& e, EqeType type, uint32_t resource, uint64_t timestamp_ns, uint8_t owner) {

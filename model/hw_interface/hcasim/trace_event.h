@@ -99,24 +99,58 @@ struct TraceFields {
   /** Bytes on the wire (pkt.tx), WQEBBs (SQ post/fetch), packets (wqe.decode), payload bytes
    *  (dma, mr.xlate), SGEs (RQ fetch). */
   uint32_t count = kTraceNone;
-  uint32_t key = kTraceNone;     ///< lkey/rkey checked (mr.xlate)
-  uint64_t addr = kTraceNone64;  ///< virtual address (mr.xlate), DMA address (bt.walk, dma)
+  uint32_t key = kTraceNone;       ///< lkey/rkey checked (mr.xlate)
+  uint64_t addr = kTraceNone64;    ///< virtual address (mr.xlate), DMA address (bt.walk, dma)
   uint16_t opcode = kTraceNone16;  ///< BTH opcode (packets), CQE opcode (cqe.write)
   /** CQE syndrome (cqe.write), NAK code / AETH syndrome (nak), command status (command). */
   uint16_t status = kTraceNone16;
   uint16_t flags = 0;  ///< TraceFlag bits
 
-  TraceFields& set_wqe(uint32_t v) { wqe = v; return *this; }
-  TraceFields& set_psn(uint32_t v) { psn = v; return *this; }
-  TraceFields& set_psn_range(uint32_t first, uint32_t last) { psn = first; psn_last = last; return *this; }
-  TraceFields& set_peer_qpn(uint32_t v) { peer_qpn = v; return *this; }
-  TraceFields& set_queue(uint32_t v) { queue = v; return *this; }
-  TraceFields& set_index(uint32_t v) { index = v; return *this; }
-  TraceFields& set_count(uint32_t v) { count = v; return *this; }
-  TraceFields& set_key(uint32_t v) { key = v; return *this; }
-  TraceFields& set_addr(uint64_t v) { addr = v; return *this; }
-  TraceFields& set_opcode(uint16_t v) { opcode = v; return *this; }
-  TraceFields& set_status(uint16_t v) { status = v; return *this; }
+  TraceFields& set_wqe(uint32_t v) {
+    wqe = v;
+    return *this;
+  }
+  TraceFields& set_psn(uint32_t v) {
+    psn = v;
+    return *this;
+  }
+  TraceFields& set_psn_range(uint32_t first, uint32_t last) {
+    psn = first;
+    psn_last = last;
+    return *this;
+  }
+  TraceFields& set_peer_qpn(uint32_t v) {
+    peer_qpn = v;
+    return *this;
+  }
+  TraceFields& set_queue(uint32_t v) {
+    queue = v;
+    return *this;
+  }
+  TraceFields& set_index(uint32_t v) {
+    index = v;
+    return *this;
+  }
+  TraceFields& set_count(uint32_t v) {
+    count = v;
+    return *this;
+  }
+  TraceFields& set_key(uint32_t v) {
+    key = v;
+    return *this;
+  }
+  TraceFields& set_addr(uint64_t v) {
+    addr = v;
+    return *this;
+  }
+  TraceFields& set_opcode(uint16_t v) {
+    opcode = v;
+    return *this;
+  }
+  TraceFields& set_status(uint16_t v) {
+    status = v;
+    return *this;
+  }
   /** @brief Set @p flag when @p on (so conditions read as data, not as branches at call sites). */
   TraceFields& set_flag(TraceFlag flag, bool on = true) {
     if (on) flags = uint16_t(flags | flag);

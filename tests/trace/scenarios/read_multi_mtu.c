@@ -5,7 +5,7 @@
 
 int main(void) {
   struct host a, b;
-  struct ibv_device **list = setup(&a, &b, IBV_MTU_1024, 0);
+  struct ibv_device** list = setup(&a, &b, IBV_MTU_1024, 0);
   struct ibv_wc wc;
   fill(b.buf + 8192, 4000, 3);
   post_send(&a, 3, IBV_WR_RDMA_READ, IBV_SEND_SIGNALED, 0, 4000, (uintptr_t)b.buf + 8192, b.mr->rkey, 0);

@@ -27,39 +27,39 @@
 
 #define SCN_BUF_SIZE (64 * 1024)
 
-#define CHECK(cond, ...)                            \
-  do {                                              \
-    if (!(cond)) {                                  \
+#define CHECK(cond, ...)                                 \
+  do {                                                   \
+    if (!(cond)) {                                       \
       fprintf(stderr, "scenario: FAILED: " __VA_ARGS__); \
-      fprintf(stderr, "\n");                        \
-      exit(1);                                      \
-    }                                               \
+      fprintf(stderr, "\n");                             \
+      exit(1);                                           \
+    }                                                    \
   } while (0)
 
 struct host {
-  const char *name;
-  struct ibv_context *ctx;
-  struct ibv_pd *pd;
-  struct ibv_comp_channel *channel;
-  struct ibv_cq *cq;
-  struct ibv_qp *qp;
-  struct ibv_mr *mr;
-  uint8_t *buf;
+  const char* name;
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  struct ibv_comp_channel* channel;
+  struct ibv_cq* cq;
+  struct ibv_qp* qp;
+  struct ibv_mr* mr;
+  uint8_t* buf;
   union ibv_gid gid;
 };
 
 static const int kGidIndex = 1; /* the IPv4-mapped RoCEv2 GID */
 
 /* Host i's buffer lives at 0x7e0000000000 + i * 16 MiB. */
-static uint8_t *fixed_buffer(int i) {
-  void *want = (void *)(uintptr_t)(0x7e0000000000ull + (uint64_t)i * (16u << 20));
-  void *p = mmap(want, SCN_BUF_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-                 -1, 0);
+static uint8_t* fixed_buffer(int i) {
+  void* want = (void*)(uintptr_t)(0x7e0000000000ull + (uint64_t)i * (16u << 20));
+  void* p = mmap(want, SCN_BUF_SIZE, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   CHECK(p == want, "mmap at %p: %s", want, p == MAP_FAILED ? strerror(errno) : "placed elsewhere");
-  return (uint8_t *)p;
+  return (uint8_t*)p;
 }
 
-static void open_host(struct host *h, struct ibv_device *dev, int index, int with_channel) {
+static void open_host(struct host* h, struct ibv_device* dev, int index, int with_channel) {
   memset(h, 0, sizeof *h);
   h->name = ibv_get_device_name(dev);
   h->ctx = ibv_open_device(dev);
@@ -77,15 +77,19 @@ static void open_host(struct host *h, struct ibv_device *dev, int index, int wit
                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   CHECK(h->mr, "ibv_reg_mr: %s", strerror(errno));
   struct ibv_qp_init_attr ia = {
-      .send_cq = h->cq, .recv_cq = h->cq, .qp_type = IBV_QPT_RC,
+      .send_cq = h->cq,
+      .recv_cq = h->cq,
+      .qp_type = IBV_QPT_RC,
       .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1}};
   h->qp = ibv_create_qp(h->pd, &ia);
   CHECK(h->qp, "ibv_create_qp: %s", strerror(errno));
   CHECK(ibv_query_gid(h->ctx, 1, kGidIndex, &h->gid) == 0, "ibv_query_gid: %s", strerror(errno));
 }
 
-static void connect_qp(struct host *h, const struct host *peer, enum ibv_mtu mtu) {
-  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+static void connect_qp(struct host* h, const struct host* peer, enum ibv_mtu mtu) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                          .pkey_index = 0,
+                          .port_num = 1,
                           .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
   CHECK(ibv_modify_qp(h->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0,
         "INIT: %s", strerror(errno));
@@ -119,9 +123,9 @@ static void connect_qp(struct host *h, const struct host *peer, enum ibv_mtu mtu
 }
 
 /* Two connected hosts; B gets a completion channel if asked. */
-static struct ibv_device **setup(struct host *a, struct host *b, enum ibv_mtu mtu, int b_channel) {
+static struct ibv_device** setup(struct host* a, struct host* b, enum ibv_mtu mtu, int b_channel) {
   int n = 0;
-  struct ibv_device **list = ibv_get_device_list(&n);
+  struct ibv_device** list = ibv_get_device_list(&n);
   CHECK(list && n >= 2, "needs two RDMA devices (run under hcasim run)");
   open_host(a, list[0], 0, 0);
   open_host(b, list[1], 1, b_channel);
@@ -131,7 +135,7 @@ static struct ibv_device **setup(struct host *a, struct host *b, enum ibv_mtu mt
 }
 
 /* Poll until one completion (every empty poll lets simulated time advance). */
-static void wait_one(struct host *h, struct ibv_wc *wc, enum ibv_wc_opcode op, const char *what) {
+static void wait_one(struct host* h, struct ibv_wc* wc, enum ibv_wc_opcode op, const char* what) {
   int n;
   do {
     n = ibv_poll_cq(h->cq, 1, wc);
@@ -141,30 +145,35 @@ static void wait_one(struct host *h, struct ibv_wc *wc, enum ibv_wc_opcode op, c
   CHECK(wc->opcode == op, "%s: completion opcode %d, expected %d", what, wc->opcode, op);
 }
 
-static void post_recv(struct host *h, uint64_t wr_id, uint32_t offset, uint32_t len) {
+static void post_recv(struct host* h, uint64_t wr_id, uint32_t offset, uint32_t len) {
   struct ibv_sge sge = {.addr = (uintptr_t)h->buf + offset, .length = len, .lkey = h->mr->lkey};
   struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
   CHECK(ibv_post_recv(h->qp, &wr, &bad) == 0, "ibv_post_recv: %s", strerror(errno));
 }
 
-static void post_send(struct host *h, uint64_t wr_id, enum ibv_wr_opcode op, unsigned flags, uint32_t offset,
+static void post_send(struct host* h, uint64_t wr_id, enum ibv_wr_opcode op, unsigned flags, uint32_t offset,
                       uint32_t len, uint64_t raddr, uint32_t rkey, uint32_t imm) {
   struct ibv_sge sge = {.addr = (uintptr_t)h->buf + offset, .length = len, .lkey = h->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-                           .send_flags = flags, .imm_data = htonl(imm)}, *bad;
+  struct ibv_send_wr wr = {.wr_id = wr_id,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = op,
+                           .send_flags = flags,
+                           .imm_data = htonl(imm)},
+                     *bad;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
   CHECK(ibv_post_send(h->qp, &wr, &bad) == 0, "ibv_post_send: %s", strerror(errno));
 }
 
-static void fill(uint8_t *p, uint32_t len, uint8_t seed) {
+static void fill(uint8_t* p, uint32_t len, uint8_t seed) {
   for (uint32_t i = 0; i < len; ++i) p[i] = (uint8_t)(seed + i * 7);
 }
 
-static void teardown(struct host *a, struct host *b, struct ibv_device **list) {
-  struct host *hs[2] = {a, b};
+static void teardown(struct host* a, struct host* b, struct ibv_device** list) {
+  struct host* hs[2] = {a, b};
   for (int i = 0; i < 2; ++i) {
-    struct host *h = hs[i];
+    struct host* h = hs[i];
     CHECK(ibv_destroy_qp(h->qp) == 0 && ibv_dereg_mr(h->mr) == 0 && ibv_destroy_cq(h->cq) == 0 &&
               (!h->channel || ibv_destroy_comp_channel(h->channel) == 0) && ibv_dealloc_pd(h->pd) == 0 &&
               ibv_close_device(h->ctx) == 0,

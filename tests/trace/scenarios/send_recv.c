@@ -4,7 +4,7 @@
 
 int main(void) {
   struct host a, b;
-  struct ibv_device **list = setup(&a, &b, IBV_MTU_1024, 0);
+  struct ibv_device** list = setup(&a, &b, IBV_MTU_1024, 0);
   struct ibv_wc wc;
   fill(a.buf, 2500, 1);
   post_recv(&b, 101, 0, 4096);

@@ -8,7 +8,7 @@
 
 int main(void) {
   struct host a, b;
-  struct ibv_device **list = setup(&a, &b, IBV_MTU_1024, 1);
+  struct ibv_device** list = setup(&a, &b, IBV_MTU_1024, 1);
   struct ibv_wc wc;
   fill(a.buf, 512, 4);
   post_recv(&b, 201, 0, 1024);
@@ -16,8 +16,8 @@ int main(void) {
   CHECK(ibv_req_notify_cq(b.cq, 1) == 0, "ibv_req_notify_cq(solicited_only)");
   post_send(&a, 11, IBV_WR_SEND, IBV_SEND_SIGNALED, 0, 256, 0, 0, 0);
   post_send(&a, 12, IBV_WR_SEND, IBV_SEND_SIGNALED | IBV_SEND_SOLICITED, 256, 256, 0, 0, 0);
-  struct ibv_cq *ev_cq;
-  void *ev_ctx;
+  struct ibv_cq* ev_cq;
+  void* ev_ctx;
   CHECK(ibv_get_cq_event(b.channel, &ev_cq, &ev_ctx) == 0, "ibv_get_cq_event: %s", strerror(errno));
   CHECK(ev_cq == b.cq && ev_ctx == &b, "event for the wrong CQ");
   ibv_ack_cq_events(ev_cq, 1);

@@ -5,7 +5,7 @@
 
 int main(void) {
   struct host a, b;
-  struct ibv_device **list = setup(&a, &b, IBV_MTU_1024, 0);
+  struct ibv_device** list = setup(&a, &b, IBV_MTU_1024, 0);
   struct ibv_wc wc;
   fill(a.buf + 4096, 3000, 2);
   post_recv(&b, 102, 0, 0);

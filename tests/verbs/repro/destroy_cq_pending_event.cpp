@@ -57,7 +57,8 @@ void open(Host& h, ibv_device* d) {
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(h.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
+  if (ibv_modify_qp(h.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    die("INIT");
 }
 
 void connect(Host& h, const Host& peer) {
@@ -151,14 +152,16 @@ int main() {
   while (!returned && std::chrono::steady_clock::now() - start < std::chrono::seconds(3))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (!returned) {
-    std::printf("FAIL: non-blocking ibv_get_cq_event has not returned after 3 s (it spins: the channel's "
-                "eventfd still counts the destroyed CQ's event)\n");
+    std::printf(
+        "FAIL: non-blocking ibv_get_cq_event has not returned after 3 s (it spins: the channel's "
+        "eventfd still counts the destroyed CQ's event)\n");
     std::fflush(stdout);
     std::_Exit(1);
   }
   t.join();
   if (rc != -1 || err != EAGAIN) {
-    std::printf("FAIL: non-blocking ibv_get_cq_event returned %d (errno %s), want -1/EAGAIN\n", rc, std::strerror(err));
+    std::printf("FAIL: non-blocking ibv_get_cq_event returned %d (errno %s), want -1/EAGAIN\n", rc,
+                std::strerror(err));
     ++failures;
   }
   if (failures) return 1;

@@ -24,7 +24,8 @@ namespace {
 double cpu(int who) {
   rusage u{};
   getrusage(who, &u);
-  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 }  // namespace
 
@@ -44,8 +45,8 @@ int main() {
   }
   const double others = (cpu(RUSAGE_SELF) - self0) - (cpu(RUSAGE_THREAD) - thread0);
   const bool ok = others < 0.3;
-  std::printf("%s: threads other than the program's used %.2f s of CPU in 1 s of wall time\n", ok ? "OK" : "FAIL",
-              others);
+  std::printf("%s: threads other than the program's used %.2f s of CPU in 1 s of wall time\n",
+              ok ? "OK" : "FAIL", others);
   ibv_destroy_cq(cq);
   ibv_destroy_comp_channel(ch);
   ibv_close_device(ctx);

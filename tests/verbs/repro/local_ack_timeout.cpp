@@ -54,7 +54,8 @@ void open(Host& h, ibv_device* d) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  if (ibv_modify_qp(h.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) die("INIT");
+  if (ibv_modify_qp(h.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    die("INIT");
 }
 
 void connect(Host& h, const Host& peer) {
@@ -113,11 +114,14 @@ int main() {
   const auto start = std::chrono::steady_clock::now();
   ibv_wc wc{};
   int got = 0;
-  while (!got && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) got = ibv_poll_cq(a.cq, 1, &wc);
+  while (!got && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))
+    got = ibv_poll_cq(a.cq, 1, &wc);
   const double sim_ms = now ? double(now()) / 1e6 : -1;
   if (!got) {
-    std::printf("FAIL: no completion after 5 s of wall time (simulated time %.3f ms); expected "
-                "IBV_WC_RETRY_EXC_ERR after ~13 ms simulated\n", sim_ms);
+    std::printf(
+        "FAIL: no completion after 5 s of wall time (simulated time %.3f ms); expected "
+        "IBV_WC_RETRY_EXC_ERR after ~13 ms simulated\n",
+        sim_ms);
     return 1;
   }
   if (wc.status != IBV_WC_RETRY_EXC_ERR || wc.wr_id != 42) {

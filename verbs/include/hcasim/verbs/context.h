@@ -18,9 +18,9 @@
 namespace hcasim::verbs {
 
 struct ContextOptions {
-  PairOptions pair;                          ///< for every pair (pair.timeout bounds every wait)
-  std::string prefix = "hcasim-verbs";       ///< store keys are "<prefix>/addr/<rank>", ...
-  bool readyBarrier = true;                  ///< after connecting, wait until every rank has
+  PairOptions pair;                     ///< for every pair (pair.timeout bounds every wait)
+  std::string prefix = "hcasim-verbs";  ///< store keys are "<prefix>/addr/<rank>", ...
+  bool readyBarrier = true;             ///< after connecting, wait until every rank has
 };
 
 class Context {

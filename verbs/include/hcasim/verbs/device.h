@@ -31,9 +31,9 @@ class Pair;
 enum class PollMode { Event, BusyPoll };
 
 struct DeviceAttr {
-  std::string name;      ///< device name; empty: the first device whose port is active
-  uint8_t port = 1;      ///< physical port, 1-based
-  int gidIndex = -1;     ///< -1: the IPv4-mapped RoCEv2 GID on Ethernet, 0 on InfiniBand
+  std::string name;   ///< device name; empty: the first device whose port is active
+  uint8_t port = 1;   ///< physical port, 1-based
+  int gidIndex = -1;  ///< -1: the IPv4-mapped RoCEv2 GID on Ethernet, 0 on InfiniBand
   PollMode mode = PollMode::Event;
   /**
    * @brief Busy-poll mode: rounds of polling (with sched_yield) a wait makes without finding

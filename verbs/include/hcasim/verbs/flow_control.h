@@ -105,9 +105,7 @@ class FlowControl {
    */
   bool dataQuiescent() const { return queue_.empty() && localData_ == cfg_.dataWr; }
   /** @brief Our own WRs of both classes are all complete and nothing waits. */
-  bool quiescent() const {
-    return queue_.empty() && localData_ == cfg_.dataWr && localAck_ == cfg_.ackWr;
-  }
+  bool quiescent() const { return queue_.empty() && localData_ == cfg_.dataWr && localAck_ == cfg_.ackWr; }
   std::string str() const;
 
   static uint32_t pack(uint16_t data, uint16_t acks) { return (uint32_t(data) << 16) | acks; }

@@ -51,18 +51,18 @@ namespace hcasim::verbs {
 class Device;
 
 struct PairOptions {
-  uint32_t dataWr = 32;                  ///< data WRs in flight per direction (see FlowControl)
-  uint32_t ackWr = 8;                    ///< ack WRs in flight per direction, >= 4
-  uint32_t maxMessageBytes = 1024;       ///< largest Pair::send() payload
-  size_t maxWriteBytes = size_t(1) << 30;///< RDMA writes are cut into WRs of at most this
+  uint32_t dataWr = 32;                      ///< data WRs in flight per direction (see FlowControl)
+  uint32_t ackWr = 8;                        ///< ack WRs in flight per direction, >= 4
+  uint32_t maxMessageBytes = 1024;           ///< largest Pair::send() payload
+  size_t maxWriteBytes = size_t(1) << 30;    ///< RDMA writes are cut into WRs of at most this
   std::chrono::milliseconds timeout{30000};  ///< default for every wait
-  bool solicited = true;                 ///< SE on what the peer waits for; arm solicited-only
-  uint8_t qpTimeout = 14;                ///< local ACK timeout, 4.096 us * 2^14 = 67 ms
+  bool solicited = true;                     ///< SE on what the peer waits for; arm solicited-only
+  uint8_t qpTimeout = 14;                    ///< local ACK timeout, 4.096 us * 2^14 = 67 ms
   uint8_t retryCnt = 7;
-  uint8_t rnrRetry = 7;                  ///< 7 = retry forever (an RNR NAK is a bug here anyway)
-  uint8_t minRnrTimer = 12;              ///< 0.64 ms
-  uint32_t maxInlineData = 64;           ///< asked for at QP creation; 0 if refused
-  int psn = -1;                          ///< initial PSN; -1: random
+  uint8_t rnrRetry = 7;         ///< 7 = retry forever (an RNR NAK is a bug here anyway)
+  uint8_t minRnrTimer = 12;     ///< 0.64 ms
+  uint32_t maxInlineData = 64;  ///< asked for at QP creation; 0 if refused
+  int psn = -1;                 ///< initial PSN; -1: random
 };
 
 class Pair {
@@ -195,8 +195,8 @@ class Pair {
   uint64_t ready(const RecvBuffer* b) const;
 
   // Called by Device.
-  int progress();               ///< busy mode: poll once (try-lock)
-  void onEvent(ibv_cq* cq);     ///< event mode: the loop thread got an event for our CQ
+  int progress();            ///< busy mode: poll once (try-lock)
+  void onEvent(ibv_cq* cq);  ///< event mode: the loop thread got an event for our CQ
 
   std::shared_ptr<Device> dev_;
   PairOptions opts_;

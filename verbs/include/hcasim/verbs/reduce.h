@@ -15,8 +15,8 @@ enum class DataType { Float, Double, Int32, Int64 };
 enum class ReduceOp { Sum, Min, Max, Prod };
 
 size_t dataTypeSize(DataType t);
-const char* dataTypeName(DataType t);  ///< "float", "double", "int32", "int64"
-const char* reduceOpName(ReduceOp op); ///< "sum", "min", "max", "prod"
+const char* dataTypeName(DataType t);   ///< "float", "double", "int32", "int64"
+const char* reduceOpName(ReduceOp op);  ///< "sum", "min", "max", "prod"
 /** @brief Parses the names above; throws std::invalid_argument. */
 DataType parseDataType(const std::string& s);
 ReduceOp parseReduceOp(const std::string& s);

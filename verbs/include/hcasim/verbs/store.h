@@ -42,7 +42,8 @@ class Store {
   /** @brief True if every key exists now. */
   virtual bool check(const std::vector<std::string>& keys);
   /** @brief Waits until every key exists. */
-  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout = kDefaultTimeout);
+  virtual void wait(const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout = kDefaultTimeout);
   /** @brief Atomically adds @p delta to the counter @p key (created as 0); returns the new value. */
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
   virtual void erase(const std::string& key) = 0;
@@ -54,10 +55,13 @@ class Store {
 /** @brief Prepends "prefix/" to every key of another store. */
 class PrefixStore : public Store {
  public:
-  PrefixStore(std::string prefix, std::shared_ptr<Store> inner) : prefix_(std::move(prefix)), inner_(std::move(inner)) {}
+  PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
+      : prefix_(std::move(prefix)), inner_(std::move(inner)) {}
   using Store::set;
   void set(const std::string& key, const Bytes& value) override { inner_->set(k(key), value); }
-  Bytes get(const std::string& key, std::chrono::milliseconds t = kDefaultTimeout) override { return inner_->get(k(key), t); }
+  Bytes get(const std::string& key, std::chrono::milliseconds t = kDefaultTimeout) override {
+    return inner_->get(k(key), t);
+  }
   bool tryGet(const std::string& key, Bytes& v) override { return inner_->tryGet(k(key), v); }
   bool check(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds t = kDefaultTimeout) override;
@@ -78,7 +82,8 @@ class HashStore : public Store {
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key, std::chrono::milliseconds timeout = kDefaultTimeout) override;
   bool tryGet(const std::string& key, Bytes& value) override;
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout = kDefaultTimeout) override;
+  void wait(const std::vector<std::string>& keys,
+            std::chrono::milliseconds timeout = kDefaultTimeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void erase(const std::string& key) override;
   std::string describe() const override { return "hash store"; }
