@@ -21,9 +21,7 @@
 
 namespace {
 
-using bench::connect;
 using bench::die;
-using bench::open_side;
 using bench::Side;
 using bench::wall_now;
 
@@ -84,17 +82,8 @@ int main(int argc, char** argv) {
   }
   setenv("HCASIM_IDLE_US", "0", 1);  // time advances only in our verbs calls
   unsetenv("HCASIM_TRACE");
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n < 2 || !hcasim_sim_present()) {
-    std::fprintf(stderr, "sim_throughput: needs two simulated devices (run it directly, not on hardware)\n");
-    return 1;
-  }
   Side a, b;
-  open_side(a, list[0], 4 << 20);
-  open_side(b, list[1], 4 << 20);
-  connect(a, b);
-  connect(b, a);
+  if (!bench::open_simulated_pair(a, b, "sim_throughput")) return 1;
 
   std::printf("hcasim simulator throughput (tracing off, 1 core, profile roce-100g)\n");
   std::printf("%-34s %12s %10s %14s %12s\n", "workload", "ops", "wall s", "ops/wall-s", "sim Gb/s");

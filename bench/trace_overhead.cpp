@@ -27,9 +27,7 @@
 
 namespace {
 
-using bench::connect;
 using bench::die;
-using bench::open_side;
 using bench::Side;
 using bench::wall_now;
 
@@ -56,17 +54,8 @@ Rate writes_per_s(Side& a, Side& b, uint32_t size, uint64_t ops) {
 
 // One configuration, in this (child) process: the world reads HCASIM_* at the first verbs call.
 int child(uint64_t ops, uint32_t size) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n < 2 || !hcasim_sim_present()) {
-    std::fprintf(stderr, "trace_overhead: needs two simulated devices\n");
-    return 1;
-  }
   Side a, b;
-  open_side(a, list[0], 4 << 20);
-  open_side(b, list[1], 4 << 20);
-  connect(a, b);
-  connect(b, a);
+  if (!bench::open_simulated_pair(a, b, "trace_overhead")) return 1;
   writes_per_s(a, b, size, ops / 10 + 1);  // warm-up: first-touch page faults, QPC cache
   const Rate r = writes_per_s(a, b, size, ops);
   std::printf("RESULT %.1f %.1f\n", r.cpu, r.wall);

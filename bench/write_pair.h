@@ -16,6 +16,8 @@
 #include <cstring>
 #include <vector>
 
+#include "hcasim/sim_control.h"
+
 namespace bench {
 
 inline double wall_now() {
@@ -86,6 +88,24 @@ inline void connect(Side& s, const Side& peer) {
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                         IBV_QP_MAX_QP_RD_ATOMIC))
     die("RTS");
+}
+
+/**
+ * @brief Open the first two simulated devices as @p a and @p b (a 4 MiB buffer each) and connect
+ * their QPs to each other. Prints why and returns false when there are not two simulated HCAs.
+ */
+inline bool open_simulated_pair(Side& a, Side& b, const char* who) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n < 2 || !hcasim_sim_present()) {
+    std::fprintf(stderr, "%s: needs two simulated devices (run it directly, not on hardware)\n", who);
+    return false;
+  }
+  open_side(a, list[0], 4 << 20);
+  open_side(b, list[1], 4 << 20);
+  connect(a, b);
+  connect(b, a);
+  return true;
 }
 
 /**

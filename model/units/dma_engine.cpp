@@ -17,6 +17,16 @@ bool HostMemory::write(uint8_t* hva, const void* src, uint64_t len) {
   return true;
 }
 
+uint8_t* DmaEngine::map(uint64_t iova, uint64_t& contig, uint32_t qpn, const char* direction) {
+  uint8_t* hva = iommu_.translate(iova, contig);
+  if (!hva) {
+    ++faults_;
+    HCASIM_TRACE(tracer_, Dma, Error, qpn, TraceFields().set_addr(iova).set_flag(kTfError),
+                 "IOMMU fault %s iova=0x%" PRIx64, direction, iova);
+  }
+  return hva;
+}
+
 bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
   HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
                "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
@@ -24,13 +34,8 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
   uint64_t done = 0;
   while (done < len) {
     uint64_t contig = 0;
-    uint8_t* hva = iommu_.translate(iova + done, contig);
-    if (!hva) {
-      ++faults_;
-      HCASIM_TRACE(tracer_, Dma, Error, qpn, TraceFields().set_addr(iova + done).set_flag(kTfError),
-                   "IOMMU fault reading iova=0x%" PRIx64, iova + done);
-      return false;
-    }
+    uint8_t* hva = map(iova + done, contig, qpn, "reading");
+    if (!hva) return false;
     uint64_t n = contig < len - done ? contig : len - done;
     if (mem_) {
       if (!mem_->read(hva, out + done, n)) return false;
@@ -61,13 +66,8 @@ bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn
   uint64_t done = 0;
   while (done < len) {
     uint64_t contig = 0;
-    uint8_t* hva = iommu_.translate(iova + done, contig);
-    if (!hva) {
-      ++faults_;
-      HCASIM_TRACE(tracer_, Dma, Error, qpn, TraceFields().set_addr(iova + done).set_flag(kTfError),
-                   "IOMMU fault writing iova=0x%" PRIx64, iova + done);
-      return false;
-    }
+    uint8_t* hva = map(iova + done, contig, qpn, "writing");
+    if (!hva) return false;
     uint64_t limit = done < body ? body : len;
     uint64_t n = contig < limit - done ? contig : limit - done;
     if (done >= body) {

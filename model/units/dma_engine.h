@@ -50,6 +50,9 @@ class DmaEngine {
   uint64_t faults() const { return faults_; }
 
  private:
+  /** IOMMU translation of @p iova (@p contig bytes are contiguous from it); nullptr (counted
+   *  and traced as a fault) when nothing is mapped there. */
+  uint8_t* map(uint64_t iova, uint64_t& contig, uint32_t qpn, const char* direction);
   Iommu& iommu_;
   const TimingProfile& prof_;
   Tracer& tracer_;

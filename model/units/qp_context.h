@@ -25,6 +25,30 @@ struct Sge {
   uint32_t lkey;
 };
 
+/**
+ * @brief Walk bytes [offset, offset + len) of a message laid out over the list @p sge[0..n):
+ * @p piece(sge, addr, bytes) is called for each contiguous piece in order. Returns false as soon
+ * as @p piece does; @p left receives the bytes of the range no element covered (0 when the list
+ * is long enough).
+ */
+template <typename F>
+bool walk_sges(const Sge* sge, uint32_t n, uint32_t offset, uint32_t len, uint32_t& left, F&& piece) {
+  uint32_t skip = offset;
+  left = len;
+  for (uint32_t i = 0; i < n && left; ++i) {
+    const Sge& s = sge[i];
+    if (skip >= s.len) {
+      skip -= s.len;
+      continue;
+    }
+    const uint32_t take = s.len - skip < left ? s.len - skip : left;
+    if (!piece(s, s.addr + skip, take)) return false;
+    left -= take;
+    skip = 0;
+  }
+  return true;
+}
+
 /** @brief A decoded send WQE. */
 struct SendWqe {
   uint16_t index = 0;  ///< first WQEBB counter

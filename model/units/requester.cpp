@@ -185,20 +185,13 @@ bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uin
     std::memcpy(dst, m.w.inline_buf + offset, len);
     return true;
   }
-  uint32_t skip = offset;
-  for (uint32_t i = 0; i < m.w.nsge && len > 0; ++i) {
-    const Sge& s = m.w.sge[i];
-    if (skip >= s.len) {
-      skip -= s.len;
-      continue;
-    }
-    uint32_t n = s.len - skip < len ? s.len - skip : len;
-    if (u_.mrs.read(s.lkey, s.addr + skip, dst, n, qp.qpc.qpn) < 0) return false;
+  uint32_t left = 0;
+  const bool ok = walk_sges(m.w.sge, m.w.nsge, offset, len, left, [&](const Sge& s, uint64_t va, uint32_t n) {
+    if (u_.mrs.read(s.lkey, va, dst, n, qp.qpc.qpn) < 0) return false;
     dst += n;
-    len -= n;
-    skip = 0;
-  }
-  return len == 0;
+    return true;
+  });
+  return ok && left == 0;
 }
 
 bool Requester::must_wait(QpContext& qp, const InflightMsg& m) {
@@ -524,19 +517,12 @@ void Requester::on_nak(QpContext& qp, uint32_t psn, uint8_t syn) {
 
 bool Requester::scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src,
                         uint32_t len) {
-  for (uint32_t k = 0, skip = offset; k < m.w.nsge && len; ++k) {
-    const Sge& s = m.w.sge[k];
-    if (skip >= s.len) {
-      skip -= s.len;
-      continue;
-    }
-    uint32_t n = s.len - skip < len ? s.len - skip : len;
-    if (u_.mrs.write(s.lkey, s.addr + skip, src, n, qp.qpc.qpn) < 0) return false;
+  uint32_t left = 0;
+  return walk_sges(m.w.sge, m.w.nsge, offset, len, left, [&](const Sge& s, uint64_t va, uint32_t n) {
+    if (u_.mrs.write(s.lkey, va, src, n, qp.qpc.qpn) < 0) return false;
     src += n;
-    len -= n;
-    skip = 0;
-  }
-  return true;
+    return true;
+  });
 }
 
 void Requester::on_read_response(QpContext& qp, const wire::ParsedFrame& f) {

@@ -180,24 +180,18 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
                  "SEND middle/last without first");
   // Scatter into the receive WQE's list.
   RecvInProgress& r = qp.recv;
-  uint32_t skip = r.offset, left = len;
   const uint8_t* src = f.payload;
-  for (uint32_t i = 0; i < r.nsge && left; ++i) {
-    const Sge& s = r.sge[i];
-    if (skip >= s.len) {
-      skip -= s.len;
-      continue;
-    }
-    const uint32_t n = s.len - skip < left ? s.len - skip : left;
-    if (u_.mrs.check(s.lkey, qp.qpc.pdn, s.addr + skip, n, hw::kAccessLocalWrite, qpn, "recv lkey") !=
-            MrCheck::Ok ||
-        u_.mrs.write(s.lkey, s.addr + skip, src, n, qpn) < 0)
-      return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
-                   "receive buffer protection error");
+  uint32_t left = 0;
+  const bool ok = walk_sges(r.sge, r.nsge, r.offset, len, left, [&](const Sge& s, uint64_t va, uint32_t n) {
+    if (u_.mrs.check(s.lkey, qp.qpc.pdn, va, n, hw::kAccessLocalWrite, qpn, "recv lkey") != MrCheck::Ok ||
+        u_.mrs.write(s.lkey, va, src, n, qpn) < 0)
+      return false;
     src += n;
-    left -= n;
-    skip = 0;
-  }
+    return true;
+  });
+  if (!ok)
+    return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
+                 "receive buffer protection error");
   if (left)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
                  "message longer than the receive WQE");

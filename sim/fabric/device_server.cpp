@@ -412,26 +412,25 @@ bool DeviceServer::on_control(Conn& c, const Msg& m) {
   return true;
 }
 
+template <typename T>
+model::Hca* DeviceServer::payload_hca(const Conn& c, const Msg& m, T& p) {
+  return m.payload(p) ? hca_of(c, p.hca) : nullptr;
+}
+
 bool DeviceServer::on_command(Conn& c, const Msg& m) {
   CommandMsg cm{};
-  model::Hca* hca;
-  if (!m.payload(cm) || !(hca = hca_of(c, cm.hca))) return bad(c, m, "malformed COMMAND");
-  {
-    std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
-    hca->execute(cm.mb);
-  }
+  model::Hca* hca = payload_hca(c, m, cm);
+  if (!hca) return bad(c, m, "malformed COMMAND");
+  sim::Engine::instance().locked([&] { hca->execute(cm.mb); });
   send_msg(c.fd, MsgType::Command, &cm.mb, sizeof cm.mb);
   return true;
 }
 
 bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
   DoorbellMsg dm{};
-  model::Hca* hca;
-  if (!m.payload(dm) || !(hca = hca_of(c, dm.hca))) return bad(c, m, "malformed DOORBELL");
-  {
-    std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
-    hca->mmio_write(dm.offset, dm.value);
-  }
+  model::Hca* hca = payload_hca(c, m, dm);
+  if (!hca) return bad(c, m, "malformed DOORBELL");
+  sim::Engine::instance().locked([&] { hca->mmio_write(dm.offset, dm.value); });
   if (m.h.type == MsgType::DoorbellSync) {
     StatusReply r{0};
     send_msg(c.fd, m.h.type, &r, sizeof r);
@@ -441,8 +440,8 @@ bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
 
 bool DeviceServer::on_map(Conn& c, const Msg& m) {
   MapMsg mm{};
-  model::Hca* hca;
-  if (!m.payload(mm) || !(hca = hca_of(c, mm.hca))) return bad(c, m, "malformed MAP/UNMAP");
+  model::Hca* hca = payload_hca(c, m, mm);
+  if (!hca) return bad(c, m, "malformed MAP/UNMAP");
   StatusReply r{0};
   {
     std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
@@ -465,8 +464,8 @@ bool DeviceServer::on_wait(Conn& c) {
 
 bool DeviceServer::on_trace(Conn& c, const Msg& m) {
   TraceMsg tm{};
-  model::Hca* hca;
-  if (!m.payload(tm) || !(hca = hca_of(c, tm.hca))) return bad(c, m, "malformed TRACE");
+  model::Hca* hca = payload_hca(c, m, tm);
+  if (!hca) return bad(c, m, "malformed TRACE");
   std::string text(reinterpret_cast<const char*>(m.p) + sizeof tm, m.h.len - sizeof tm);
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
   auto& t = hca->tracer();

@@ -79,6 +79,9 @@ class DeviceServer {
   static bool bad(const Conn& c, const Msg& m, const char* why);
   /** @brief HCA @p i of @p c's host, or nullptr if the host has no such HCA. */
   model::Hca* hca_of(const Conn& c, uint32_t i);
+  /** The payload of @p m into @p p, and the HCA (of @p c's host) it names; nullptr if either is bad. */
+  template <typename T>
+  model::Hca* payload_hca(const Conn& c, const Msg& m, T& p);
   /** @brief A HELLO: check it, give the process a host slot and its HCAs, answer. */
   void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
   /** @brief The host slot a HELLO asks for (or the first free one); nullptr with @p err, @p why. */

@@ -253,15 +253,22 @@ void TimelineSink::link_doorbell(const TraceEvent& ev) {
   }
 }
 
+bool TimelineSink::find_wqe_flow(const TraceEvent& ev, std::map<uint32_t, Flow>*& queue,
+                                 std::map<uint32_t, Flow>::iterator& flow) {
+  if (ev.qpn == kTraceNone || ev.f.wqe == kTraceNone) return false;
+  QpFlows* q = find_qp(ev.host, ev.qpn);
+  if (!q) return false;
+  queue = ev.f.has(model::kTfRq) ? &q->rq : &q->sq;
+  flow = queue->find(ev.f.wqe);
+  return flow != queue->end();
+}
+
 // WQE fetch and decode (which also gives the message's PSN range).
 void TimelineSink::link_wqe(const TraceEvent& ev) {
   const model::TraceFields& f = ev.f;
-  if (ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
-  QpFlows* q = find_qp(ev.host, ev.qpn);
-  if (!q) return;
-  auto& m = f.has(model::kTfRq) ? q->rq : q->sq;
-  auto fl = m.find(f.wqe);
-  if (fl == m.end()) return;
+  std::map<uint32_t, Flow>* m;
+  std::map<uint32_t, Flow>::iterator fl;
+  if (!find_wqe_flow(ev, m, fl)) return;
   if (ev.kind == TraceKind::WqeDecode) {
     fl->second.psn_first = f.psn;
     fl->second.psn_last = f.psn_last;
@@ -303,15 +310,11 @@ void TimelineSink::link_ack(const TraceEvent& ev) {
 
 // The CQE ends the flow.
 void TimelineSink::link_cqe(const TraceEvent& ev) {
-  const model::TraceFields& f = ev.f;
-  if (ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
-  QpFlows* q = find_qp(ev.host, ev.qpn);
-  if (!q) return;
-  auto& m = f.has(model::kTfRq) ? q->rq : q->sq;
-  auto fl = m.find(f.wqe);
-  if (fl == m.end()) return;
+  std::map<uint32_t, Flow>* m;
+  std::map<uint32_t, Flow>::iterator fl;
+  if (!find_wqe_flow(ev, m, fl)) return;
   flow(ev, 'f', fl->second);
-  m.erase(fl);
+  m->erase(fl);
 }
 
 void TimelineSink::link(const TraceEvent& ev) {

@@ -79,6 +79,9 @@ class TimelineSink : public model::TraceSink {
   void link_cqe(const model::TraceEvent& ev);
   /** The flows of QP @p qpn on @p host, or nullptr (none recorded yet). */
   QpFlows* find_qp(uint32_t host, uint32_t qpn);
+  /** The queue (SQ, or RQ for kTfRq events) and the flow of the WQE @p ev names; false if none. */
+  bool find_wqe_flow(const model::TraceEvent& ev, std::map<uint32_t, Flow>*& queue,
+                     std::map<uint32_t, Flow>::iterator& flow);
   /** A SQ flow of @p q whose PSN range holds @p psn. */
   Flow* by_psn(QpFlows& q, uint32_t psn);
 

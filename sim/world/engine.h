@@ -32,6 +32,12 @@ class Engine {
 
   /** @brief The device lock: hold it to touch any model state. */
   std::recursive_mutex& mutex() { return mu_; }
+  /** @brief Run @p f with the device lock held. */
+  template <typename F>
+  void locked(F&& f) {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    f();
+  }
 
   /**
    * @brief Run the simulation until the device wrote host memory or raised an interrupt
