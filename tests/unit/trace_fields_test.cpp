@@ -303,8 +303,8 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
   ASSERT_FALSE(ack.empty());
   EXPECT_EQ(ack.back()->f.psn, kSqPsn + 3);
 
-  // The responder fetches B's receive WQE.
-  auto rfetch = sink.of(TraceUnit::Responder, TraceKind::WqeFetch, b.qpn);
+  // The WQE-fetch unit fetches B's receive WQE for the responder.
+  auto rfetch = sink.of(TraceUnit::WqeFetch, TraceKind::WqeFetch, b.qpn);
   ASSERT_EQ(rfetch.size(), 1u);
   EXPECT_EQ(rfetch[0]->f.wqe, 0u);
   EXPECT_EQ(rfetch[0]->f.count, 1u);
