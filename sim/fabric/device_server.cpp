@@ -204,13 +204,17 @@ DeviceServer::Host* DeviceServer::pick_host(const HelloMsg& m, int& err, std::st
   return nullptr;
 }
 
-void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
-  auto& e = sim::Engine::instance();
-  std::lock_guard<std::recursive_mutex> g(e.mutex());
+template <typename F>
+void DeviceServer::for_each_hca(const Host& h, F&& f) {
   for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
     const size_t n = size_t(h.index) * opt_.hcas_per_host + i;
-    Slot& s = *slots_[n];
-    model::Hca& hca = world_.hca(n);
+    f(i, *slots_[n], world_.hca(n));
+  }
+}
+
+void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
+  std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+  for_each_hca(h, [&](uint32_t i, Slot& s, model::Hca& hca) {
     s.mem.pid = h.pid;
     s.mem.visible = &h.visible;
     s.mem.hca = &hca;
@@ -230,7 +234,7 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
                         model::TraceFields(), "host %d joins the fabric: pid %d owns %s", h.index, int(h.pid),
                         r.names[i]);
-  }
+  });
 }
 
 void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
@@ -270,19 +274,15 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
 }
 
 void DeviceServer::host_gone(Host& h) {
-  auto& e = sim::Engine::instance();
-  std::lock_guard<std::recursive_mutex> g(e.mutex());
-  for (uint32_t i = 0; i < opt_.hcas_per_host; ++i) {
-    const size_t n = size_t(h.index) * opt_.hcas_per_host + i;
-    Slot& s = *slots_[n];
-    model::Hca& hca = world_.hca(n);
+  std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+  for_each_hca(h, [&](uint32_t, Slot& s, model::Hca& hca) {
     if (hca.tracer().on())
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
                         model::TraceFields(), "host %d left the fabric (pid %d ended): reset of %s", h.index,
                         int(h.pid), hca.identity().name.c_str());
     s.mem.pid = 0;
     hca.function_reset();
-  }
+  });
   if (h.irq_fd >= 0) ::close(h.irq_fd);
   h.irq_fd = -1;
   h.alive = false;

@@ -88,6 +88,9 @@ class DeviceServer {
   Host* pick_host(const HelloMsg& m, int& err, std::string& why);
   /** @brief Wire @p h's HCAs to its process (memory, interrupts, port up); fill @p r's names. */
   void bind_hcas(Host& h, HelloReply& r);
+  /** Call @p f(i, slot, hca) for each of host @p h's HCAs (i: its index on the host). */
+  template <typename F>
+  void for_each_hca(const Host& h, F&& f);
   void close_conn(size_t i);
   void host_gone(Host& h);
   /** @brief Advance time if the rules allow; returns the poll timeout in ns (-1: none). */
