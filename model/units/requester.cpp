@@ -42,7 +42,7 @@ bool needs_response(const InflightMsg& m) { return m.w.op == hw::WqeOpcode::Rdma
 /** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt,
  * AtomicETH). */
 void fill_request_headers(const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
-  const bool ends = wire::is_last(op) || wire::is_only(op);
+  const bool ends = wire::ends_message(op);
   h.ackreq = ends;
   h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
          m.w.op != hw::WqeOpcode::RdmaRead;
@@ -540,11 +540,11 @@ void Requester::on_read_response(QpContext& qp, const wire::ParsedFrame& f) {
     const uint32_t mtu = mtu_of(qp);
     const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
     if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
-    if (wire::is_first(op) || wire::is_only(op)) complete_through(qp, wire::psn_add(m.first_psn, -1));
+    if (wire::starts_message(op)) complete_through(qp, wire::psn_add(m.first_psn, -1));
     if (!scatter(qp, m, m.read_bytes, f.payload, uint32_t(f.payload_len)))
       return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "READ scatter fault");
     m.read_bytes += uint32_t(f.payload_len);
-    if (wire::is_last(op) || wire::is_only(op)) {
+    if (wire::ends_message(op)) {
       m.read_bytes = m.w.length;
       m.responded = true;  // also marks zero-length READs done
       complete_through(qp, psn);

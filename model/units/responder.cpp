@@ -170,11 +170,9 @@ void Responder::rnr_nak(QpContext& qp, uint32_t psn, const char* why) {
 void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
   const wire::Headers& h = f.h;
   const auto op = h.opcode;
-  const uint32_t qpn = qp.qpc.qpn;
-  const uint32_t len = uint32_t(f.payload_len);
-  const bool ends = wire::is_last(op) || wire::is_only(op);
-  if ((wire::is_first(op) || wire::is_only(op)) && !take_recv(qp))
-    return rnr_nak(qp, h.psn, "no receive WQE posted");
+  const bool ends = wire::ends_message(op);
+  const uint32_t qpn = qp.qpc.qpn, len = uint32_t(f.payload_len);
+  if (wire::starts_message(op) && !take_recv(qp)) return rnr_nak(qp, h.psn, "no receive WQE posted");
   if (!qp.recv.active)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
                  "SEND middle/last without first");
@@ -207,10 +205,9 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
 void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
   const wire::Headers& h = f.h;
   const auto op = h.opcode;
-  const uint32_t qpn = qp.qpc.qpn;
-  const uint32_t len = uint32_t(f.payload_len);
-  const bool ends = wire::is_last(op) || wire::is_only(op);
-  if (wire::is_first(op) || wire::is_only(op)) {
+  const uint32_t len = uint32_t(f.payload_len), qpn = qp.qpc.qpn;
+  const bool ends = wire::ends_message(op);
+  if (wire::starts_message(op)) {
     if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
         u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
                      "rkey") != MrCheck::Ok)

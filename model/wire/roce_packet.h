@@ -173,6 +173,10 @@ constexpr bool is_last(BthOpcode op) { return (opcode_flags(op) & opflag::kLast)
  * So `is_first || is_only` starts a message and `is_last || is_only` ends one, with no special cases.
  */
 constexpr bool is_only(BthOpcode op) { return (opcode_flags(op) & opflag::kOnly) != 0; }
+/** @brief The packet starts a message (FIRST or ONLY). */
+constexpr bool starts_message(BthOpcode op) { return is_first(op) || is_only(op); }
+/** @brief The packet ends a message (LAST or ONLY). */
+constexpr bool ends_message(BthOpcode op) { return is_last(op) || is_only(op); }
 /** @brief Sent requester to responder (SEND, WRITE, READ request, atomics); false for responses. */
 constexpr bool is_request(BthOpcode op) { return (opcode_flags(op) & opflag::kRequest) != 0; }
 /** @brief Sent responder to requester (READ responses, ACK, ATOMIC ACK). */
