@@ -37,7 +37,11 @@ std::string format_trace_line(const model::TraceEvent& ev, const std::vector<std
 
 class TextTraceSink : public model::TraceSink {
  public:
-  /** @param out stream to write (not owned unless @p own) */
+  /**
+   * @param out stream to write
+   * @param own close @p out when the sink is destroyed
+   * @param host_names the name of each host index, for the host column
+   */
   TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names);
   ~TextTraceSink() override;
   void record(const model::TraceEvent& ev) override;

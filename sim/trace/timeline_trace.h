@@ -36,8 +36,11 @@ namespace hcasim::sim {
 class TimelineSink : public model::TraceSink {
  public:
   /**
-   * @param out stream to write (owned if @p own); @param wire_ps serialisation time of a frame of
-   * N bytes on the wire (for pkt.tx durations; may be empty)
+   * @param out stream to write
+   * @param own close @p out when the sink is destroyed
+   * @param host_names the name of each host index (one track group per host)
+   * @param wire_ps serialisation time of a frame of N bytes on the wire (for pkt.tx durations;
+   *        may be empty)
    */
   TimelineSink(FILE* out, bool own, std::vector<std::string> host_names,
                std::function<uint64_t(uint32_t)> wire_ps = {});

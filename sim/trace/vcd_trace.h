@@ -36,8 +36,10 @@ namespace hcasim::sim {
 class VcdSink : public model::TraceSink {
  public:
   /**
-   * @param path output file (written at finish()); @param wire_ps serialisation time of a frame
-   * of N bytes on the wire (tx_busy); @param strobe_ps width of strobe pulses
+   * @param path output file (written at finish())
+   * @param host_names the name of each host index (one scope per host)
+   * @param wire_ps serialisation time of a frame of N bytes on the wire (tx_busy)
+   * @param strobe_ps width of strobe pulses
    */
   VcdSink(const std::string& path, std::vector<std::string> host_names,
           std::function<uint64_t(uint32_t)> wire_ps, uint64_t strobe_ps = 1000);

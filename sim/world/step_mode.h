@@ -9,7 +9,7 @@
  * has no effect on the simulation (no cache, counter or trace side effects).
  *
  * Commands (one per line; see help_text()):
- *   s | step | <empty>       run to the next pausing event
+ *   s | step | (empty line) run to the next pausing event
  *   c [N] | continue [N]     run N pausing events (default 1), pause after the N-th
  *   n WHAT | next WHAT       run to the next event of a kind, ignoring the step filter:
  *                            cqe, pkt (a packet on a port), doorbell, irq, eqe, event, arm,
@@ -86,8 +86,12 @@ class HcaInspector : public ModelInspector {
 class StepController : public model::TraceSink {
  public:
   /**
-   * @param in command source (closed at finish() if @p own_in); @param out where events, prompts
-   * and answers go; @param echo repeat each command read (scripts: keeps the transcript readable)
+   * @param in command source
+   * @param own_in close @p in at finish()
+   * @param out where events, prompts and answers go
+   * @param echo repeat each command read (scripts: keeps the transcript readable)
+   * @param host_names the name of each host index
+   * @param inspector reads model state for the print commands
    */
   StepController(FILE* in, bool own_in, FILE* out, bool echo, std::vector<std::string> host_names,
                  ModelInspector* inspector);

@@ -638,7 +638,7 @@ inline void gid_from_mac(const uint8_t mac[6], uint8_t gid[16]) {
   gid[14] = mac[4];
   gid[15] = mac[5];
 }
-/** @brief The IPv4-mapped GID `::ffff:a.b.c.d` for @p ipv4 in host order. */
+/** @brief The IPv4-mapped GID (\::ffff:a.b.c.d) for @p ipv4 in host order. */
 inline void gid_from_ipv4(uint32_t ipv4, uint8_t gid[16]) {
   std::memset(gid, 0, 16);
   gid[10] = gid[11] = 0xff;
