@@ -19,9 +19,15 @@
 
 namespace hcasim::model {
 
+/** @brief The firmware: executes command mailboxes that create, modify and destroy contexts. */
 class CommandUnit {
  public:
-  /** @param on_state called after a QP changes state (RTR/RTS setup, ERR flush). */
+  /**
+   * @param tracer where command events go
+   * @param qpc, mrs, cq, eq the units whose contexts commands program
+   * @param caps what QueryHcaCap answers
+   * @param on_state called after a QP changes state (RTR/RTS setup, ERR flush)
+   */
   CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq, hw::HcaCaps caps,
               std::function<void(QpContext&, hw::QpState from)> on_state);
 
