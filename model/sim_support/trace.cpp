@@ -7,22 +7,6 @@
 
 namespace hcasim::model {
 
-const char* unit_name(TraceUnit u) {
-  static const char* const names[] = {"driver", "doorbell", "qpc",  "buftable", "wqefetch", "mr", "dma",
-                                      "req",    "resp",     "port", "wire",     "cq",       "eq", "cmd"};
-  auto i = static_cast<unsigned>(u);
-  return i < sizeof(names) / sizeof(names[0]) ? names[i] : "?";
-}
-
-const char* kind_name(TraceKind k) {
-  static const char* const names[] = {
-      "post",      "doorbell",  "qpc.lookup", "bt.walk",  "wqe.fetch", "wqe.decode", "mr.xlate",  "dma.read",
-      "dma.write", "pkt.tx",    "pkt.rx",     "ack",      "nak",       "retransmit", "cqe.write", "cq.arm",
-      "event",     "eqe.write", "irq",        "qp.state", "command",   "error",      "note"};
-  auto i = static_cast<unsigned>(k);
-  return i < sizeof(names) / sizeof(names[0]) ? names[i] : "?";
-}
-
 void Tracer::vemit(TraceUnit unit, TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id,
                    const TraceFields& f, const char* fmt, va_list ap) {
   if (!sink_->wants(unit, kind)) return;

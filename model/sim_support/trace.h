@@ -20,9 +20,6 @@ namespace hcasim::model {
 // The event vocabulary (units, kinds, typed fields) is shared with the driver and the sinks.
 using namespace ::hcasim::trace;  // NOLINT(google-build-using-namespace)
 
-const char* unit_name(TraceUnit u);
-const char* kind_name(TraceKind k);
-
 /** @brief One trace event. Strings are only built when tracing is on. */
 struct TraceEvent {
   uint64_t time_ps = 0;  ///< simulated time

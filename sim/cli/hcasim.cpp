@@ -35,7 +35,7 @@ void usage(FILE* f) {
       "  --hosts N            simulated HCAs in the world (default 2: hcasim0, hcasim1)\n"
       "  --profile NAME       timing profile (default roce-100g; see `hcasim profiles`)\n"
       "  --trace FILE|-       readable step trace of every hardware event ('-' = stderr)\n"
-      "  --trace-filter SPEC  keep only matching events: host=0;qpn=0x11;unit=cq,eq;kind=cqe.write\n"
+      "  --trace-filter SPEC  keep only matching events: host=hcasim1;qpn=0x11;unit=cq,eq;kind=cqe\n"
       "  --timeline FILE      Chrome/Perfetto trace-event JSON: a track per host and unit, flows\n"
       "                       from each work request to its packets and CQE (ui.perfetto.dev)\n"
       "  --vcd FILE           doorbells, queue indices, link busy, interrupts as a VCD (GTKWave)\n"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "trace_filter.h"
 
 namespace hcasim::cli {
 
@@ -96,6 +97,35 @@ int split_commands(int argc, char** argv, int i, RunRequest& r) {
   return kGoOn;
 }
 
+/** @brief Hosts on the private fabric: one per command; a single --fabric command (a launcher
+ *  whose children join) gets room for 8 unless --hosts says otherwise. */
+uint32_t fabric_hosts(const RunRequest& r) {
+  return r.so.hosts          ? std::max<uint32_t>(r.so.hosts, uint32_t(r.cmds.size()))
+         : r.cmds.size() > 1 ? uint32_t(r.cmds.size())
+                             : 8u;
+}
+
+/** @brief The HCA names the run will have (what a filter's host= may name). */
+std::vector<std::string> run_hca_names(const RunRequest& r) {
+  const uint32_t n = r.cross ? fabric_hosts(r) * r.fo.hcas_per_host : (r.so.hosts ? r.so.hosts : 2);
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < n; ++i) names.push_back("hcasim" + std::to_string(i));
+  return names;
+}
+
+/** @brief --trace-filter and --step-filter, checked before anything starts. */
+int check_filters(const RunRequest& r) {
+  const std::vector<std::string> names = run_hca_names(r);
+  for (const auto& [var, value] : r.so.env) {
+    const char* option = var == "HCASIM_TRACE_FILTER"  ? "--trace-filter"
+                         : var == "HCASIM_STEP_FILTER" ? "--step-filter"
+                                                       : nullptr;
+    std::string err;
+    if (option && !sim::TraceFilter().parse(value, err, names)) return fail("%s: %s", option, err.c_str());
+  }
+  return kGoOn;
+}
+
 /** @brief Where the commands run, and whether the options fit that. */
 int check_run(RunRequest& r) {
   const std::string lib = self_dir() + "/../lib/libibverbs.so.1";
@@ -110,7 +140,7 @@ int check_run(RunRequest& r) {
         "start`");
   if (r.cross && r.so.step)
     return fail("step mode works in the in-process world only (one command, no --fabric/--join)");
-  return kGoOn;
+  return check_filters(r);
 }
 
 /**
@@ -152,12 +182,7 @@ int start_private_fabric(RunRequest& r) {
   if (!mkdtemp(tmpl)) return fail("cannot make a directory for the fabric socket: %s", std::strerror(errno));
   r.tmpdir = tmpl;
   r.fo.socket = r.tmpdir + "/fabric.sock";
-  // One host per command; a single --fabric command (a launcher whose children join) gets
-  // room for 8 unless --hosts says otherwise.
-  const uint32_t hosts = r.so.hosts          ? std::max<uint32_t>(r.so.hosts, uint32_t(r.cmds.size()))
-                         : r.cmds.size() > 1 ? uint32_t(r.cmds.size())
-                                             : 8u;
-  r.device = start_device(r.fo, hosts, false, "");
+  r.device = start_device(r.fo, fabric_hosts(r), false, "");
   if (r.device < 0) {
     rmdir(r.tmpdir.c_str());
     return fail("the fabric's device process did not start");

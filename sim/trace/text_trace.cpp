@@ -9,69 +9,6 @@
 
 namespace hcasim::sim {
 
-template <typename T>
-static bool contains(const std::vector<T>& v, T x) {
-  return v.empty() || std::find(v.begin(), v.end(), x) != v.end();
-}
-
-bool TraceFilter::keep(const model::TraceEvent& ev) const {
-  return contains(hosts, ev.host) && (qpns.empty() || contains(qpns, ev.qpn)) && contains(units, ev.unit) &&
-         contains(kinds, ev.kind);
-}
-
-bool TraceFilter::may_keep(model::TraceUnit u, model::TraceKind k) const {
-  return contains(units, u) && contains(kinds, k);
-}
-
-bool TraceFilter::parse(const std::string& spec, std::string& err) {
-  std::stringstream ss(spec);
-  std::string clause;
-  while (std::getline(ss, clause, ';')) {
-    if (clause.empty()) continue;
-    auto eq = clause.find('=');
-    if (eq == std::string::npos) {
-      err = "trace filter clause '" + clause + "' has no '='";
-      return false;
-    }
-    const std::string key = clause.substr(0, eq);
-    std::stringstream vs(clause.substr(eq + 1));
-    std::string v;
-    while (std::getline(vs, v, ',')) {
-      if (key == "host") {
-        hosts.push_back(uint32_t(std::strtoul(v.c_str(), nullptr, 0)));
-      } else if (key == "qpn") {
-        qpns.push_back(uint32_t(std::strtoul(v.c_str(), nullptr, 0)));
-      } else if (key == "unit") {
-        bool found = false;
-        for (unsigned u = 0; u < unsigned(model::TraceUnit::Count); ++u)
-          if (v == model::unit_name(model::TraceUnit(u))) {
-            units.push_back(model::TraceUnit(u));
-            found = true;
-          }
-        if (!found) {
-          err = "unknown trace unit '" + v + "'";
-          return false;
-        }
-      } else if (key == "kind") {
-        bool found = false;
-        for (unsigned k = 0; k < unsigned(model::TraceKind::Count); ++k)
-          if (v == model::kind_name(model::TraceKind(k))) {
-            kinds.push_back(model::TraceKind(k));
-            found = true;
-          }
-        if (!found) {
-          err = "unknown trace kind '" + v + "'";
-          return false;
-        }
-      } else {
-        err = "unknown trace filter field '" + key + "' (host, qpn, unit, kind)";
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 const char* text_trace_header() {
   static char line[128];
   if (!line[0])

@@ -11,21 +11,9 @@
 #include <vector>
 
 #include "trace.h"
+#include "trace_filter.h"
 
 namespace hcasim::sim {
-
-/** @brief Which events a sink keeps (empty = all). */
-struct TraceFilter {
-  std::vector<uint32_t> hosts;
-  std::vector<uint32_t> qpns;
-  std::vector<model::TraceUnit> units;
-  std::vector<model::TraceKind> kinds;
-  bool keep(const model::TraceEvent& ev) const;
-  /** @brief keep() can be true for some event of this unit and kind (hosts and QPNs aside). */
-  bool may_keep(model::TraceUnit u, model::TraceKind k) const;
-  /** @brief Parse "host=0,1;qpn=0x11;unit=cq,eq;kind=cqe.write"; false with @p err on a bad field. */
-  bool parse(const std::string& spec, std::string& err);
-};
 
 /** @brief The column header of the readable trace (with its newline). */
 const char* text_trace_header();

@@ -301,26 +301,11 @@ bool StepController::cmd_next(const std::vector<std::string>& w) {
                out_);
     return false;
   }
-  static const std::map<std::string, std::string> alias = {{"cqe", "kind=cqe.write"},
-                                                           {"pkt", "unit=port;kind=pkt.tx,pkt.rx"},
-                                                           {"packet", "unit=port;kind=pkt.tx,pkt.rx"},
-                                                           {"doorbell", "kind=doorbell"},
-                                                           {"db", "kind=doorbell"},
-                                                           {"irq", "kind=irq"},
-                                                           {"eqe", "kind=eqe.write"},
-                                                           {"event", "kind=event"},
-                                                           {"arm", "kind=cq.arm"}};
-  std::string spec;
-  auto a = alias.find(w[1]);
-  if (a != alias.end())
-    spec = a->second;
-  else if (w[1].find('=') != std::string::npos)
-    spec = w[1];
-  else
-    spec = "kind=" + w[1];
+  // The filter's vocabulary: a kind name or short word (cqe, pkt, ...), or a whole filter.
+  const std::string spec = w[1].find('=') != std::string::npos ? w[1] : "kind=" + w[1];
   TraceFilter f;
   std::string err;
-  if (!f.parse(spec, err)) {
+  if (!f.parse(spec, err, names_)) {
     std::fprintf(out_, "step: %s\n", err.c_str());
     return false;
   }

@@ -68,14 +68,15 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
     if (!env_u64("HCASIM_STEP_FD", fd, 0, 65535, err)) return false;
     c.step_fd = int(fd);
   }
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < c.hosts; ++i) names.push_back("hcasim" + std::to_string(i));
   std::string ferr;
-  TraceFilter probe;
-  if (!probe.parse(c.trace_filter, ferr)) {
-    err = "HCASIM_TRACE_FILTER: " + ferr;
+  if (!TraceFilter().parse(c.trace_filter, ferr, names)) {
+    err = "--trace-filter (HCASIM_TRACE_FILTER): " + ferr;
     return false;
   }
-  if (!probe.parse(c.step_filter, ferr)) {
-    err = "HCASIM_STEP_FILTER: " + ferr;
+  if (!TraceFilter().parse(c.step_filter, ferr, names)) {
+    err = "--step-filter (HCASIM_STEP_FILTER): " + ferr;
     return false;
   }
   return true;
@@ -203,7 +204,8 @@ void World::open_sinks(const std::vector<std::string>& names) {
     if (f) {
       text_ = std::make_unique<TextTraceSink>(f, f != stderr, names);
       std::string err;
-      if (!text_->filter.parse(cfg_.trace_filter, err)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
+      if (!text_->filter.parse(cfg_.trace_filter, err, names))
+        std::fprintf(stderr, "hcasim: %s\n", err.c_str());
       hub_.add(text_.get());
     } else {
       std::fprintf(stderr, "hcasim: cannot open trace file %s: %s\n", cfg_.trace.c_str(),
@@ -277,7 +279,7 @@ void World::open_step(const StepIo& io, const std::vector<std::string>& names) {
   const bool echo = !isatty(fileno(io.in));  // a script: echo its commands, for a readable transcript
   step_ = std::make_unique<StepController>(io.in, true, io.out, echo, names, inspector_.get());
   std::string err;
-  if (!step_->filter.parse(cfg_.step_filter, err)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
+  if (!step_->filter.parse(cfg_.step_filter, err, names)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
   hub_.add(step_.get());
   std::fprintf(
       io.out, "hcasim: step mode: pausing at %s; h for help\n",

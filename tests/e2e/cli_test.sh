@@ -7,6 +7,8 @@
 #   cli_test.sh devinfo     HCASIM             ibv_devinfo (-v): port, link layer, GIDs
 #   cli_test.sh trace       HCASIM THREE_OPS   the step trace shows the whole WRITE_WITH_IMM path, in order
 #   cli_test.sh determinism HCASIM THREE_OPS   two runs give byte-identical traces
+#   cli_test.sh filters     HCASIM THREE_OPS   --trace-filter: host names, packets by QPN, short
+#                                              kind words; bad filters refused before the program runs
 #
 # Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
 set -u
@@ -39,6 +41,31 @@ need_tool() {
 }
 
 case "$mode" in
+filters)
+  prog=${3:?three_ops}
+  # A bad filter is refused with the option named, before anything runs (the marker stays absent).
+  for spec in 'host=5' 'host=hcasim7' 'kind=bogus' 'unit=nope' 'qpn=zz' 'qpn=0x1000000' 'hots=1' 'kind='; do
+    run "$tmp/out" run --trace "$tmp/t" --trace-filter "$spec" -- sh -c "touch $tmp/ran"
+    rc=$?
+    [ $rc -eq 2 ] || fail "--trace-filter '$spec' exited $rc, expected 2: $(cat "$tmp/out")"
+    grep -q "^hcasim: --trace-filter: " "$tmp/out" || fail "'$spec': message does not name the option: $(cat "$tmp/out")"
+    [ ! -e "$tmp/ran" ] || fail "'$spec': the program ran despite the bad filter"
+  done
+  grep -q "kinds: post, doorbell" < <(run "$tmp/out" run --trace-filter kind=bogus -- true; cat "$tmp/out") ||
+    fail "an unknown kind does not list the valid ones"
+  run "$tmp/out" run --step-filter host=9 -- true
+  grep -q "^hcasim: --step-filter: no host '9'" "$tmp/out" || fail "--step-filter not checked: $(cat "$tmp/out")"
+  # host= takes a name: only hcasim1's events.
+  run "$tmp/out" run --trace "$tmp/t" --trace-filter host=hcasim1 -- "$prog" || fail "host=hcasim1 run failed"
+  [ "$(awk 'NR>1 {print $2}' "$tmp/t" | sort -u)" = hcasim1 ] || fail "host=hcasim1 kept other hosts"
+  # qpn= also matches packets by the destination QP in their BTH.
+  run "$tmp/out" run --trace "$tmp/t" --trace-filter 'qpn=0x11;unit=port' -- "$prog" || fail "qpn run failed"
+  grep -Eq "port +pkt.tx" "$tmp/t" || fail "qpn=0x11 kept no packets"
+  # The short words of step mode work in filters too: cqe = cqe.write.
+  run "$tmp/out" run --trace "$tmp/t" --trace-filter kind=cqe -- "$prog" || fail "kind=cqe run failed"
+  [ "$(awk 'NR>1 {print $4}' "$tmp/t" | sort -u)" = cqe.write ] || fail "kind=cqe kept other kinds"
+  ;;
+
 three_ops)
   prog=${3:?three_ops}
   run "$tmp/out" run -- "$prog"

@@ -351,6 +351,60 @@ class CountingSink : public model::TraceSink {
   int events = 0, finishes = 0;
 };
 
+TEST(TraceFilterSpec, HostsByNameOrIndexWithinTheRun) {
+  const std::vector<std::string> names = {"hcasim0", "hcasim1"};
+  TraceFilter f;
+  std::string err;
+  ASSERT_TRUE(f.parse("host=hcasim1,0", err, names)) << err;
+  EXPECT_EQ(f.hosts, (std::vector<uint32_t>{1, 0}));
+  for (const char* bad : {"host=2", "host=hcasim2", "host=1x", "host=-1", "host="}) {
+    TraceFilter g;
+    err.clear();
+    EXPECT_FALSE(g.parse(bad, err, names)) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+  }
+  TraceFilter g;
+  EXPECT_FALSE(g.parse("host=7", err, names));
+  EXPECT_EQ(err, "no host '7' in this run (hcasim0..hcasim1, or 0..1)");
+}
+
+TEST(TraceFilterSpec, QpnMatchesPacketsByTheirDestinationQp) {
+  TraceFilter f;
+  std::string err;
+  ASSERT_TRUE(f.parse("qpn=0x12", err)) << err;
+  // A frame to QP 0x12 (its BTH), seen on either host's port, has no QPN of its own.
+  EXPECT_TRUE(f.keep(
+      ev(1, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone, "TX", pkt(BthOpcode::SEND_ONLY, 1, 0x12))));
+  EXPECT_TRUE(f.keep(
+      ev(1, 1, TraceUnit::Port, TraceKind::PktRx, kTraceNone, "RX", pkt(BthOpcode::SEND_ONLY, 1, 0x12))));
+  EXPECT_FALSE(f.keep(
+      ev(1, 0, TraceUnit::Port, TraceKind::PktTx, kTraceNone, "TX", pkt(BthOpcode::SEND_ONLY, 1, 0x13))));
+  // Other events match by their own QPN only, not by a peer they mention.
+  EXPECT_TRUE(f.keep(ev(1, 0, TraceUnit::Cq, TraceKind::CqeWrite, 0x12, "CQE")));
+  EXPECT_FALSE(
+      f.keep(ev(1, 0, TraceUnit::Requester, TraceKind::Ack, 0x11, "ACK", TraceFields().set_peer_qpn(0x12))));
+  EXPECT_FALSE(TraceFilter().parse("qpn=0x1000000", err));
+  EXPECT_FALSE(TraceFilter().parse("qpn=zz", err));
+}
+
+TEST(TraceFilterSpec, ShortKindWordsAndErrorsThatListTheVocabulary) {
+  TraceFilter f;
+  std::string err;
+  ASSERT_TRUE(f.parse("kind=cqe,arm", err)) << err;
+  EXPECT_EQ(f.kinds, (std::vector<TraceKind>{TraceKind::CqeWrite, TraceKind::CqArm}));
+  TraceFilter p;
+  ASSERT_TRUE(p.parse("kind=pkt", err)) << err;  // a frame on a port
+  EXPECT_TRUE(p.may_keep(TraceUnit::Port, TraceKind::PktRx));
+  EXPECT_FALSE(p.may_keep(TraceUnit::Requester, TraceKind::PktTx));
+  EXPECT_FALSE(TraceFilter().parse("kind=cqes", err));
+  EXPECT_NE(err.find("kinds: post, doorbell"), std::string::npos) << err;
+  EXPECT_NE(err.find("cqe = cqe.write"), std::string::npos) << err;
+  EXPECT_FALSE(TraceFilter().parse("unit=cqs", err));
+  EXPECT_NE(err.find("units: driver, doorbell"), std::string::npos) << err;
+  EXPECT_FALSE(TraceFilter().parse("hosts=1", err));
+  EXPECT_EQ(err, "unknown field 'hosts' (host, qpn, unit, kind)");
+}
+
 TEST(TraceHub, FansOutAndFinishesOnce) {
   TraceHub hub;
   CountingSink a, b;

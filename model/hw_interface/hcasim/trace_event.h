@@ -11,6 +11,7 @@
  */
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace hcasim::trace {
@@ -61,6 +62,26 @@ enum class TraceKind : uint8_t {
   Note,
   Count
 };
+
+/** @brief A unit's name as traces print it ("wqefetch", "cq"); "?" if out of range. */
+inline const char* unit_name(TraceUnit u) {
+  static const char* const names[] = {"driver", "doorbell", "qpc",  "buftable", "wqefetch", "mr", "dma",
+                                      "req",    "resp",     "port", "wire",     "cq",       "eq", "cmd"};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(TraceUnit::Count), "a name for every unit");
+  const auto i = static_cast<unsigned>(u);
+  return i < unsigned(TraceUnit::Count) ? names[i] : "?";
+}
+
+/** @brief A kind's name as traces print it ("cqe.write", "pkt.tx"); "?" if out of range. */
+inline const char* kind_name(TraceKind k) {
+  static const char* const names[] = {
+      "post",      "doorbell",  "qpc.lookup", "bt.walk",  "wqe.fetch", "wqe.decode", "mr.xlate",  "dma.read",
+      "dma.write", "pkt.tx",    "pkt.rx",     "ack",      "nak",       "retransmit", "cqe.write", "cq.arm",
+      "event",     "eqe.write", "irq",        "qp.state", "command",   "error",      "note"};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(TraceKind::Count), "a name for every kind");
+  const auto i = static_cast<unsigned>(k);
+  return i < unsigned(TraceKind::Count) ? names[i] : "?";
+}
 
 /** @brief "Not applicable" for the 32-bit typed fields (and "not about one QP" for a QPN). */
 constexpr uint32_t kTraceNone = 0xffffffff;
