@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file flow_control.h
- * @brief Credit-based flow control for SEND/RECV on one RC connection (seed 003), as pure
+ * @brief Credit-based flow control for SEND/RECV on one RC connection, as pure
  *        logic: no verbs calls, so it is tested on its own with random interleavings.
  *
  * A SEND (or RDMA_WRITE_WITH_IMM) needs a receive WR posted at the peer, or the peer answers
