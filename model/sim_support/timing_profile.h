@@ -24,6 +24,7 @@ struct TimingProfile {
   uint64_t irq_ps;             ///< MSI-X message to interrupt handler
   uint32_t qpc_cache_entries;  ///< QPC cache capacity
   uint32_t default_mtu;        ///< active MTU of the port
+  const char* purpose;         ///< what the profile is for, in a sentence
 
   /** @brief Serialisation time of @p bytes on the link (with Ethernet preamble+IFG+FCS overhead). */
   uint64_t wire_ps(uint32_t bytes) const { return uint64_t(double(bytes + 24) * 8.0 * 1e12 / link_bps); }
@@ -37,5 +38,7 @@ const TimingProfile* find_profile(const std::string& name);
 std::vector<std::string> profile_names();
 /** @brief The default profile: a 100 Gb/s RoCE NIC on PCIe Gen4 x16. */
 const TimingProfile& default_profile();
+/** @brief A few lines describing @p p for people: its purpose and every figure, with units. */
+std::string describe_profile(const TimingProfile& p);
 
 }  // namespace hcasim::model

@@ -17,9 +17,6 @@
 
 namespace hcasim::cli {
 
-/** @brief The timing profiles `--profile` accepts (`hcasim profiles` lists them). */
-extern const char* const kProfiles[3];
-
 /** @brief Print the help text to @p f. */
 void usage(FILE* f);
 

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cli.h"
+#include "timing_profile.h"
 
 namespace hcasim::cli {
 
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   if (cmd == "run") return cli::cmd_run(argc - 2, argv + 2);
   if (cmd == "fabric") return cli::cmd_fabric(argc - 2, argv + 2);
   if (cmd == "profiles") {
-    for (const char* p : cli::kProfiles) std::printf("%s\n", p);
+    for (const std::string& n : hcasim::model::profile_names())
+      std::printf("%s\n", hcasim::model::describe_profile(*hcasim::model::find_profile(n)).c_str());
     return 0;
   }
   if (cmd == "version") {

@@ -11,10 +11,9 @@
 
 #include "cli.h"
 #include "protocol.h"
+#include "timing_profile.h"
 
 namespace hcasim::cli {
-
-const char* const kProfiles[3] = {"roce-100g", "roce-25g", "teaching"};
 
 std::string self_dir() {
   char buf[PATH_MAX];
@@ -49,8 +48,8 @@ int fail(const char* fmt, const char* a, const char* b) {
 int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
   const std::string a = argv[i];
   auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-  auto err = [](const char* fmt, const char* x = "") {
-    fail(fmt, x);
+  auto err = [](const char* fmt, const char* x = "", const char* y = "") {
+    fail(fmt, x, y);
     return -1;
   };
   if (a == "--hosts") {
@@ -60,10 +59,12 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
     o.hosts = uint32_t(std::strtoul(v, nullptr, 0));
   } else if (a == "--profile") {
     const char* v = value();
-    bool known = false;
-    for (const char* p : kProfiles) known = known || (v && std::strcmp(v, p) == 0);
-    if (!known)
-      return err("--profile: unknown profile '%s' (known: roce-100g roce-25g teaching)", v ? v : "");
+    if (!v || !model::find_profile(v)) {
+      std::string known;
+      for (const std::string& n : model::profile_names()) known += (known.empty() ? "" : " ") + n;
+      return err("--profile: unknown profile '%s' (known: %s; `hcasim profiles` describes them)", v ? v : "",
+                 known.c_str());
+    }
     o.env.emplace_back("HCASIM_PROFILE", v);
   } else if (a == "--trace") {
     const char* v = value();

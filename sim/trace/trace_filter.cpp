@@ -33,22 +33,25 @@ struct KindWord {
 };
 const std::vector<KindWord>& kind_word_table() {
   using K = model::TraceKind;
-  static const std::vector<KindWord> t = {{"cqe", {K::CqeWrite}, {}}, {"eqe", {K::EqeWrite}, {}},
-                                          {"arm", {K::CqArm}, {}}, {"db", {K::Doorbell}, {}},
+  static const std::vector<KindWord> t = {{"cqe", {K::CqeWrite}, {}},
+                                          {"eqe", {K::EqeWrite}, {}},
+                                          {"arm", {K::CqArm}, {}},
+                                          {"db", {K::Doorbell}, {}},
                                           {"pkt", {K::PktTx, K::PktRx}, {model::TraceUnit::Port}},
                                           {"packet", {K::PktTx, K::PktRx}, {model::TraceUnit::Port}}};
   return t;
 }
 
-bool parse_host(const std::string& v, const std::vector<std::string>& names, TraceFilter& f, std::string& err) {
+bool parse_host(const std::string& v, const std::vector<std::string>& names, TraceFilter& f,
+                std::string& err) {
   for (uint32_t i = 0; i < names.size(); ++i)
     if (v == names[i]) return f.hosts.push_back(i), true;
   uint32_t i = 0;
   if (parse_number(v, names.empty() ? 0xffffffffu : names.size() - 1, i)) return f.hosts.push_back(i), true;
   err = "no host '" + v + "'";
   if (!names.empty())
-    err += " in this run (" + names.front() + ".." + names.back() + ", or 0.." + std::to_string(names.size() - 1) +
-           ")";
+    err += " in this run (" + names.front() + ".." + names.back() + ", or 0.." +
+           std::to_string(names.size() - 1) + ")";
   return false;
 }
 
@@ -105,7 +108,8 @@ bool TraceFilter::may_keep(model::TraceUnit u, model::TraceKind k) const {
   return contains(units, u) && contains(kinds, k);
 }
 
-bool TraceFilter::parse(const std::string& spec, std::string& err, const std::vector<std::string>& host_names) {
+bool TraceFilter::parse(const std::string& spec, std::string& err,
+                        const std::vector<std::string>& host_names) {
   std::stringstream ss(spec);
   std::string clause;
   while (std::getline(ss, clause, ';')) {
@@ -130,7 +134,8 @@ bool TraceFilter::parse(const std::string& spec, std::string& err, const std::ve
       if (key == "host") ok = parse_host(v, host_names, *this, err);
       if (key == "unit") ok = parse_unit(v, *this, err);
       if (key == "kind") ok = parse_kind(v, *this, err);
-      if (key == "qpn" && !(ok = parse_number(v, 0xffffff, qpn))) err = "qpn '" + v + "' is not a 24-bit number";
+      if (key == "qpn" && !(ok = parse_number(v, 0xffffff, qpn)))
+        err = "qpn '" + v + "' is not a 24-bit number";
       if (key == "qpn" && ok) qpns.push_back(qpn);
       if (!ok) return false;
     }

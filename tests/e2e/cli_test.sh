@@ -7,6 +7,7 @@
 #   cli_test.sh devinfo     HCASIM             ibv_devinfo (-v): port, link layer, GIDs
 #   cli_test.sh trace       HCASIM THREE_OPS   the step trace shows the whole WRITE_WITH_IMM path, in order
 #   cli_test.sh determinism HCASIM THREE_OPS   two runs give byte-identical traces
+#   cli_test.sh profiles    HCASIM             `hcasim profiles` describes every profile; --profile checks
 #   cli_test.sh filters     HCASIM THREE_OPS   --trace-filter: host names, packets by QPN, short
 #                                              kind words; bad filters refused before the program runs
 #
@@ -41,6 +42,20 @@ need_tool() {
 }
 
 case "$mode" in
+profiles)
+  run "$tmp/out" profiles || fail "hcasim profiles exited $?"
+  cat "$tmp/out"
+  for p in roce-100g roce-25g teaching; do
+    grep -q "^$p: " "$tmp/out" || fail "profile $p is not described"
+  done
+  [ "$(grep -c '^  link [0-9]* Gb/s' "$tmp/out")" = 3 ] || fail "not every profile gives its link rate"
+  grep -q "^  link 1 Gb/s, cable 1.0 us, path MTU 1024$" "$tmp/out" || fail "teaching profile figures"
+  run "$tmp/out" run --profile nope -- sh -c "touch $tmp/ran"
+  [ $? -eq 2 ] || fail "--profile nope did not exit 2"
+  grep -q "unknown profile 'nope' (known: roce-100g roce-25g teaching" "$tmp/out" || fail "--profile message: $(cat "$tmp/out")"
+  [ ! -e "$tmp/ran" ] || fail "the program ran despite the bad profile"
+  ;;
+
 filters)
   prog=${3:?three_ops}
   # A bad filter is refused with the option named, before anything runs (the marker stays absent).
