@@ -17,7 +17,9 @@ namespace {
 
 constexpr const char* kRace = "on hardware this is a race; here it is certain";
 
-bool is_write(hw::WqeOpcode op) { return op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm; }
+bool is_write(hw::WqeOpcode op) {
+  return op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm;
+}
 
 /** @brief [a, a+alen) and [b, b+blen) share a byte. */
 bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
@@ -66,19 +68,22 @@ void Hca::qp_hazard(uint32_t qpn) {
     const uint32_t last = last_psn(in[in.size() - 1]);
     const auto n = uint32_t(in.size());
     const std::string what =
-        n == 1 ? format("QP 0x%x destroyed with 1 unacknowledged %s (WQE %u, PSN %u..%u) in flight", qpn,
-                        wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last)
-               : format("QP 0x%x destroyed with %u unacknowledged messages (first %s WQE %u, PSN %u..%u) in flight",
-                        qpn, n, wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last);
+        n == 1
+            ? format("QP 0x%x destroyed with 1 unacknowledged %s (WQE %u, PSN %u..%u) in flight", qpn,
+                     wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last)
+            : format(
+                  "QP 0x%x destroyed with %u unacknowledged messages (first %s WQE %u, PSN %u..%u) in flight",
+                  qpn, n, wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last);
     report_hazard(qpn, TraceFields().set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(n), what);
     return;
   }
   // Posted and rung, but not started yet: lost just the same.
   if (!qp->fetched.empty() || qp->sq_pi != qp->sq_fetch) {
     const uint32_t first = qp->fetched.empty() ? qp->sq_fetch : qp->fetched.front().index;
-    report_hazard(qpn, TraceFields().set_wqe(first).set_index(qp->sq_pi),
-                  format("QP 0x%x destroyed with posted send WQEs not yet executed (from WQE %u, producer %u)",
-                         qpn, first, qp->sq_pi));
+    report_hazard(
+        qpn, TraceFields().set_wqe(first).set_index(qp->sq_pi),
+        format("QP 0x%x destroyed with posted send WQEs not yet executed (from WQE %u, producer %u)", qpn,
+               first, qp->sq_pi));
   }
 }
 
@@ -120,17 +125,17 @@ void Hca::mkey_hazard(uint32_t key) {
   });
   if (w.empty()) return;
   const InflightWrite& f = w.front();
-  const std::string from =
-      f.wqe == kTraceNone
-          ? format("being received by QP 0x%x", f.qpn)
-          : format("from %s QP 0x%x WQE %u, PSN %u..%u", f.host.c_str(), f.qpn, f.wqe, f.first_psn, f.last_psn);
+  const std::string from = f.wqe == kTraceNone ? format("being received by QP 0x%x", f.qpn)
+                                               : format("from %s QP 0x%x WQE %u, PSN %u..%u", f.host.c_str(),
+                                                        f.qpn, f.wqe, f.first_psn, f.last_psn);
   const std::string more = w.size() > 1 ? format(" and %zu more", w.size() - 1) : std::string();
-  report_hazard(kTraceNone,
-                TraceFields().set_key(key).set_addr(f.va).set_wqe(f.wqe).set_peer_qpn(f.qpn).set_count(
-                    uint32_t(w.size())),
-                format("MR key 0x%x deregistered with an RDMA WRITE of %u bytes at 0x%" PRIx64 " into it in flight "
-                       "(%s)%s",
-                       key, f.len, f.va, from.c_str(), more.c_str()));
+  report_hazard(
+      kTraceNone,
+      TraceFields().set_key(key).set_addr(f.va).set_wqe(f.wqe).set_peer_qpn(f.qpn).set_count(
+          uint32_t(w.size())),
+      format("MR key 0x%x deregistered with an RDMA WRITE of %u bytes at 0x%" PRIx64 " into it in flight "
+             "(%s)%s",
+             key, f.len, f.va, from.c_str(), more.c_str()));
 }
 
 }  // namespace hcasim::model

@@ -125,9 +125,9 @@ TEST_F(Hazards, CqDestroyedAfterPollingIsNoHazard) {
 // deregisters the MR. The report is B's (the MR's owner) and names A's QP and WQE.
 TEST_F(Hazards, MrDeregisteredWithWriteInFlight) {
   ASSERT_EQ(hcasim_sim_drop_rx(Dev(b_), b_.qp->qp_num, kAny, 1000), 0);
-  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, 4096)}, IBV_SEND_SIGNALED, 0, b_.addr(4096),
-                     b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, 4096)}, IBV_SEND_SIGNALED, 0, b_.addr(4096), b_.mr->rkey),
+      0);
   ASSERT_NO_FATAL_FAILURE(Advance());
   const uint32_t rkey = b_.mr->rkey;
   ::testing::internal::CaptureStderr();
@@ -149,9 +149,9 @@ TEST_F(Hazards, MrDeregisteredWithWriteInFlight) {
 }
 
 TEST_F(Hazards, MrDeregisteredAfterTheWriteCompletedIsNoHazard) {
-  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, 4096)}, IBV_SEND_SIGNALED, 0, b_.addr(4096),
-                     b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 1, IBV_WR_RDMA_WRITE, {a_.sge(0, 4096)}, IBV_SEND_SIGNALED, 0, b_.addr(4096), b_.mr->rkey),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   ::testing::internal::CaptureStderr();
