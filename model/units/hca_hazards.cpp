@@ -77,14 +77,23 @@ void Hca::qp_hazard(uint32_t qpn) {
     report_hazard(qpn, TraceFields().set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(n), what);
     return;
   }
-  // Posted and rung, but not started yet: lost just the same.
-  if (!qp->fetched.empty() || qp->sq_pi != qp->sq_fetch) {
-    const uint32_t first = qp->fetched.empty() ? qp->sq_fetch : qp->fetched.front().index;
-    report_hazard(
-        qpn, TraceFields().set_wqe(first).set_index(qp->sq_pi),
-        format("QP 0x%x destroyed with posted send WQEs not yet executed (from WQE %u, producer %u)", qpn,
-               first, qp->sq_pi));
-  }
+  // Posted but not started: lost just the same. The doorbell itself may still be on its way
+  // (in lockstep it lands only when time moves), so the producer counter is the one software
+  // published in the QP's doorbell record, read as the CQ check reads the CQ's.
+  // A counter counts only if it is ahead of the fetch point by at most the ring's size.
+  const uint32_t ring = 1u << qp->qpc.sq_log_size;
+  const auto ahead = [&](uint16_t pi) {
+    return uint16_t(pi - qp->sq_fetch) != 0 && uint16_t(pi - qp->sq_fetch) <= ring;
+  };
+  hw::QpDbrec rec{};
+  uint16_t posted = qp->sq_pi;
+  if (core_.dma.peek(qp->qpc.dbrec_addr, &rec, sizeof rec) && ahead(hw::qp_dbrec_sq(rec)))
+    posted = hw::qp_dbrec_sq(rec);
+  if (qp->fetched.empty() && !ahead(posted)) return;
+  const uint32_t first = qp->fetched.empty() ? qp->sq_fetch : qp->fetched.front().index;
+  report_hazard(qpn, TraceFields().set_wqe(first).set_index(posted),
+                format("QP 0x%x destroyed with posted send WQEs not yet executed (WQE %u up to producer %u)",
+                       qpn, first, unsigned(posted)));
 }
 
 void Hca::cq_hazard(uint32_t cqn) {

@@ -83,6 +83,23 @@ TEST_F(Hazards, QpDestroyedWithUnacknowledgedSend) {
   ExpectReported(err, "QP " + Hex(qpn) + " destroyed with 1 unacknowledged SEND (WQE 0, PSN ");
 }
 
+// Case 1b: destroyed right after ibv_post_send, before the device even fetched the WQE (the
+// doorbell has not landed: the posted counter is read from the QP's doorbell record). Lockstep
+// only: on a fabric the device runs on while the program does not wait, so it is a real race.
+TEST_F(Hazards, QpDestroyedRightAfterPostingIsAHazardToo) {
+  if (OnFabric()) GTEST_SKIP() << "a race on a fabric, not a certainty";
+  ASSERT_EQ(PostRecv(b_, 7, {b_.sge(0, 64)}), 0);
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_SEND, {a_.sge(0, 64)}), 0);
+  const uint32_t qpn = a_.qp->qp_num;
+  ::testing::internal::CaptureStderr();
+  const int rc = ibv_destroy_qp(a_.qp);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_EQ(rc, 0);
+  a_.qp = nullptr;
+  EXPECT_EQ(NewA(), 1u);
+  ExpectReported(err, "QP " + Hex(qpn) + " destroyed with ");
+}
+
 TEST_F(Hazards, QpDestroyedAfterItsSendCompletedIsNoHazard) {
   ASSERT_EQ(PostRecv(b_, 7, {b_.sge(0, 64)}), 0);
   ASSERT_EQ(PostSend(a_, 1, IBV_WR_SEND, {a_.sge(0, 64)}), 0);
