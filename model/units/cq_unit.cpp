@@ -88,6 +88,17 @@ void CqUnit::post(uint32_t cqn, const CqeInfo& info) {
   landing_.push(now_ps() + dma_.write_latency_ps(hw::kCqeSize), Pending{cqn, info});
 }
 
+uint32_t CqUnit::unpolled(uint32_t cqn) const {
+  auto it = cqs_.find(cqn);
+  if (it == cqs_.end() || it->second.pi == 0) return 0;
+  const Cq& cq = it->second;
+  hw::CqDbrec rec{};
+  if (!dma_.peek(cq.cqc.dbrec_addr, &rec, sizeof rec)) return 0;
+  // The record carries 24 bits of the consumer counter; the distance to pi is what counts.
+  constexpr uint32_t kCiMask = (1u << 24) - 1;
+  return (cq.pi - hw::cq_dbrec_ci(rec)) & kCiMask;
+}
+
 bool CqUnit::has_room(uint32_t cqn, Cq& cq, const CqeInfo& in) {
   const uint32_t size = 1u << cq.cqc.log_size;
   if (cq.pi - cq.ci_seen >= size) {

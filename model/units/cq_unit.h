@@ -66,6 +66,12 @@ class CqUnit {
     auto it = cqs_.find(cqn);
     return it == cqs_.end() ? 0 : it->second.pi;
   }
+  /**
+   * @brief CQEs in the CQ that software has not consumed: the producer count minus the
+   * consumer index in the CQ's doorbell record, read from host memory now (DmaEngine::peek).
+   * 0 for no such CQ or an unreadable record. Destroy-time hazard check only.
+   */
+  uint32_t unpolled(uint32_t cqn) const;
   /** @brief Queue a CQE; it lands in host memory after the PCIe write latency. */
   void post(uint32_t cqn, const CqeInfo& info);
 

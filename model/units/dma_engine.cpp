@@ -27,6 +27,15 @@ uint8_t* DmaEngine::map(uint64_t iova, uint64_t& contig, uint32_t qpn, const cha
   return hva;
 }
 
+bool DmaEngine::peek(uint64_t iova, void* dst, uint64_t len) const {
+  uint64_t contig = 0;
+  uint8_t* hva = iommu_.lookup(iova, contig);
+  if (!hva || contig < len) return false;
+  if (mem_) return mem_->read(hva, dst, len);
+  std::memcpy(dst, hva, len);
+  return true;
+}
+
 bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
   HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
                "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);

@@ -42,6 +42,13 @@ class DmaEngine {
   bool write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
              bool release_last = false);
 
+  /**
+   * @brief Read @p len bytes at @p iova as firmware does at command time (a destroy command
+   * checking a doorbell record): not traced, not counted, no IOTLB effect, so a check that
+   * finds nothing leaves the trace and the counters as they were. False if not mapped.
+   */
+  bool peek(uint64_t iova, void* dst, uint64_t len) const;
+
   uint64_t read_latency_ps(uint64_t len) const { return prof_.pcie_read_ps + prof_.pcie_xfer_ps(len); }
   uint64_t write_latency_ps(uint64_t len) const { return prof_.pcie_write_ps + prof_.pcie_xfer_ps(len); }
 

@@ -165,6 +165,7 @@ HcaStats Hca::stats() const {
   s.rx_dropped = rx_dropped_;
   s.iotlb_hits = const_cast<Iommu&>(core_.iommu).iotlb_hits();
   s.iotlb_misses = const_cast<Iommu&>(core_.iommu).iotlb_misses();
+  s.hazards = hazards_;
   return s;
 }
 

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "command_unit.h"
 #include "doorbell.h"
@@ -21,6 +23,18 @@ struct HcaStats {
   uint64_t doorbells, qpc_hits, qpc_misses, bt_walks, bt_cache_hits, wqes, dma_read_bytes, dma_write_bytes,
       tx_packets, rx_packets, tx_bytes, rx_bytes, acks, naks, rnr_naks, duplicates, retransmits, cqes,
       cq_events, cq_overflows, eqes, interrupts, rx_dropped, iotlb_hits, iotlb_misses;
+  /** Objects destroyed while work touching them was in flight (hazard reports). */
+  uint64_t hazards;
+};
+
+/** @brief An RDMA WRITE in flight towards some memory key (for a deregistration hazard report). */
+struct InflightWrite {
+  std::string host;  ///< device the WRITE comes from (requester) or is arriving at (responder)
+  uint32_t qpn = 0;  ///< its QP there
+  uint32_t wqe = 0;  ///< requester: WQE index; responder side: kTraceNone
+  uint32_t first_psn = 0, last_psn = 0;
+  uint64_t va = 0;  ///< first byte it writes
+  uint32_t len = 0;
 };
 
 class Hca {
@@ -30,7 +44,8 @@ class Hca {
   Hca& operator=(const Hca&) = delete;
 
   // ---- the PCIe function, as the driver sees it
-  void execute(hw::CmdMailbox& mb) { cmd_.execute(mb); }
+  /** @brief Run a command; a destroy is first checked for work still in flight (hazards). */
+  void execute(hw::CmdMailbox& mb);
   void mmio_write(uint32_t offset, uint64_t value) { doorbell_.mmio_write(offset, value); }
   void set_irq_handler(EqUnit::IrqHandler h) { core_.eq.set_irq_handler(std::move(h)); }
   // ---- the platform IOMMU in front of it
@@ -59,6 +74,18 @@ class Hca {
   HcaStats stats() const;
   /** @brief Read-only view of the units (step-mode inspection, per-QP stats). */
   const HcaCore& core() const { return core_; }
+  /**
+   * @brief Requester messages of this HCA in flight (not yet acknowledged) that write into
+   * [va, va+len) under @p rkey on the device @p target (the QP's destination GID is one of its
+   * GIDs). Read-only; used for deregistration hazards.
+   */
+  void writes_in_flight_to(const HcaIdentity& target, uint32_t rkey, uint64_t va, uint64_t len,
+                           std::vector<InflightWrite>& out) const;
+  /** @brief Who else may be writing into this HCA's memory: asks every HCA of the world. */
+  using WriteProbe = std::function<void(const Hca& target, uint32_t rkey, uint64_t va, uint64_t len,
+                                        std::vector<InflightWrite>& out)>;
+  /** @brief Set by the world; without one only this HCA's own requester QPs are asked. */
+  void set_write_probe(WriteProbe p) { write_probe_ = std::move(p); }
   /** @brief Test hook: drop the next @p n received frames for which @p pred is true. */
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
 
@@ -66,6 +93,13 @@ class Hca {
   void on_rx(PacketPtr pkt);
   void to_error(QpContext& qp, const char* why);
   void on_state(QpContext& qp, hw::QpState from);
+  // ---- hazard reports (hca_hazards.cpp): destroy commands only, never the data path
+  void check_hazards(const hw::CmdMailbox& mb);
+  void qp_hazard(uint32_t qpn);
+  void cq_hazard(uint32_t cqn);
+  void mkey_hazard(uint32_t key);
+  /** @brief Count, trace (Command/Error, "hazard: ...") and print one hazard line on stderr. */
+  void report_hazard(uint32_t qpn, const TraceFields& f, const std::string& what);
   static hw::HcaCaps default_caps(const TimingProfile& prof, const HcaIdentity& id);
 
   Tracer tracer_;
@@ -77,6 +111,8 @@ class Hca {
   std::function<bool(const wire::ParsedFrame&)> drop_pred_;
   uint32_t drop_left_ = 0;
   uint64_t rx_dropped_ = 0;
+  uint64_t hazards_ = 0;
+  WriteProbe write_probe_;
 };
 
 }  // namespace hcasim::model

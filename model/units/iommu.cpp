@@ -23,6 +23,15 @@ bool Iommu::unmap(uint64_t iova) {
   return true;
 }
 
+uint8_t* Iommu::lookup(uint64_t iova, uint64_t& contiguous) const {
+  auto it = map_.upper_bound(iova);
+  if (it == map_.begin()) return nullptr;
+  --it;
+  if (iova - it->first >= it->second.len) return nullptr;
+  contiguous = it->second.len - (iova - it->first);
+  return it->second.hva + (iova - it->first);
+}
+
 uint8_t* Iommu::translate(uint64_t iova, uint64_t& contiguous) {
   if (iova - tlb_iova_ < tlb_len_) {
     ++hits_;

@@ -32,6 +32,11 @@ class Iommu {
    * the number of bytes mapped contiguously from there. nullptr for an unmapped IOVA (a DMA fault).
    */
   uint8_t* translate(uint64_t iova, uint64_t& contiguous);
+  /**
+   * @brief Translate @p iova without touching the IOTLB or the counters (firmware reads at
+   * command time, which must not change the data path's history); nullptr if unmapped.
+   */
+  uint8_t* lookup(uint64_t iova, uint64_t& contiguous) const;
 
   uint64_t iotlb_hits() const { return hits_; }
   uint64_t iotlb_misses() const { return misses_; }

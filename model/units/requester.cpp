@@ -5,7 +5,6 @@
 #include <cstring>
 
 namespace hcasim::model {
-namespace {
 
 const char* wqe_opcode_name(hw::WqeOpcode op) {
   switch (op) {
@@ -21,6 +20,10 @@ const char* wqe_opcode_name(hw::WqeOpcode op) {
   return "?";
 }
 
+uint32_t last_psn(const InflightMsg& m) { return wire::psn_add(m.first_psn, int64_t(m.npkts) - 1); }
+
+namespace {
+
 bool message_kind(hw::WqeOpcode op, wire::MessageKind& k) {
   switch (op) {
     case hw::WqeOpcode::Send: k = wire::MessageKind::Send; return true;
@@ -30,8 +33,6 @@ bool message_kind(hw::WqeOpcode op, wire::MessageKind& k) {
     default: return false;
   }
 }
-
-uint32_t last_psn(const InflightMsg& m) { return wire::psn_add(m.first_psn, int64_t(m.npkts) - 1); }
 
 bool is_atomic(hw::WqeOpcode op) {
   return op == hw::WqeOpcode::AtomicCmpSwap || op == hw::WqeOpcode::AtomicFetchAdd;

@@ -14,6 +14,11 @@
 
 namespace hcasim::model {
 
+/** @brief The verbs name of a send WQE opcode ("SEND", "RDMA_WRITE", ...). */
+const char* wqe_opcode_name(hw::WqeOpcode op);
+/** @brief Last PSN of in-flight message @p m. */
+uint32_t last_psn(const InflightMsg& m);
+
 /** @brief The RC requester: one per HCA, serving every QP's send queue. */
 class Requester {
  public:

@@ -191,6 +191,12 @@ World::World(const WorldConfig& cfg)
       return false;
     });
   }
+  // Deregistration hazards: a WRITE into one host's MR may be in flight on any HCA of the world.
+  for (auto& h : hcas_)
+    h->set_write_probe([this](const model::Hca& target, uint32_t rkey, uint64_t va, uint64_t len,
+                              std::vector<model::InflightWrite>& out) {
+      for (auto& other : hcas_) other->writes_in_flight_to(target.identity(), rkey, va, len, out);
+    });
   for (size_t i = 0; i < hcas_.size(); ++i)
     links_.push_back(std::make_unique<SimLink>(*hcas_[i], i < shadows_.size() ? shadows_[i].get() : nullptr));
   Engine::instance().start_idle_advancer(cfg.idle_us);
@@ -331,7 +337,7 @@ std::vector<drv::HcaLink*> World::links() {
   X(doorbells) X(qpc_hits) X(qpc_misses) X(bt_walks) X(bt_cache_hits) X(wqes) X(dma_read_bytes)       \
   X(dma_write_bytes) X(tx_packets) X(rx_packets) X(tx_bytes) X(rx_bytes) X(acks) X(naks) X(rnr_naks) \
   X(duplicates) X(retransmits) X(cqes) X(cq_events) X(cq_overflows) X(eqes) X(interrupts)            \
-  X(rx_dropped) X(iotlb_hits) X(iotlb_misses)
+  X(rx_dropped) X(iotlb_hits) X(iotlb_misses) X(hazards)
 // clang-format on
 
 bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v) {

@@ -348,6 +348,27 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
   EXPECT_EQ(xl[0]->f.key, key);
   EXPECT_EQ(xl[0]->f.addr, buf.iova);
   EXPECT_EQ(xl[0]->f.count, 750u);
+
+  // Hazards. Destroying the QPs (everything acknowledged) and the MR (no WRITE in flight)
+  // reports nothing; destroying the CQ with its three CQEs never consumed (the doorbell
+  // record's consumer index is still 0) is one hazard, and reading that record is silent.
+  const size_t before = sink.events.size();
+  command(hca, hw::CmdOpcode::DestroyQp, nullptr, 0, a.qpn);
+  command(hca, hw::CmdOpcode::DestroyQp, nullptr, 0, b.qpn);
+  command(hca, hw::CmdOpcode::DestroyMkey, nullptr, 0, key);
+  EXPECT_TRUE(sink.of(TraceUnit::Command, TraceKind::Error).empty());
+  EXPECT_EQ(hca.stats().hazards, 0u);
+  command(hca, hw::CmdOpcode::DestroyCq, nullptr, 0, cqn);
+  auto hz = sink.of(TraceUnit::Command, TraceKind::Error);
+  ASSERT_EQ(hz.size(), 1u);
+  EXPECT_EQ(hz[0]->f.queue, cqn);
+  EXPECT_EQ(hz[0]->f.count, 3u);  // CQEs never polled
+  EXPECT_EQ(hz[0]->f.index, 3u);  // the producer counter
+  EXPECT_TRUE(hz[0]->f.has(kTfError));
+  EXPECT_EQ(hz[0]->text, "hazard: CQ " + std::to_string(cqn) + " destroyed with 3 CQEs never polled");
+  EXPECT_EQ(hca.stats().hazards, 1u);
+  for (size_t i = before; i < sink.events.size(); ++i)
+    EXPECT_NE(sink.events[i].kind, TraceKind::DmaRead) << sink.events[i].text;
 }
 
 }  // namespace

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hazard reports: a program destroyed (or deregistered) an object while work touching it was
+// still in flight in the model. In the lockstep clock simulated time stands still between verbs
+// calls, so such work is always lost; on hardware it would be a race. The checks run only when
+// a destroy command arrives, never per packet, and read state without changing it (no trace
+// event, counter or IOTLB effect unless a hazard is found).
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "hca.h"
+
+namespace hcasim::model {
+
+namespace {
+
+constexpr const char* kRace = "on hardware this is a race; here it is certain";
+
+bool is_write(hw::WqeOpcode op) {
+  return op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm;
+}
+
+/** @brief [a, a+alen) and [b, b+blen) share a byte. */
+bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
+  return alen && blen && a < b + blen && b < a + alen;
+}
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+}  // namespace
+
+void Hca::execute(hw::CmdMailbox& mb) {
+  check_hazards(mb);  // before the command, while the object and its state still exist
+  cmd_.execute(mb);
+}
+
+void Hca::check_hazards(const hw::CmdMailbox& mb) {
+  switch (hw::CmdOpcode(mb.opcode)) {
+    case hw::CmdOpcode::DestroyQp: qp_hazard(mb.arg0); break;
+    case hw::CmdOpcode::DestroyCq: cq_hazard(mb.arg0); break;
+    case hw::CmdOpcode::DestroyMkey: mkey_hazard(mb.arg0); break;
+    default: break;
+  }
+}
+
+void Hca::report_hazard(uint32_t qpn, const TraceFields& f, const std::string& what) {
+  ++hazards_;
+  HCASIM_TRACE(tracer_, Command, Error, qpn, TraceFields(f).set_flag(kTfError), "hazard: %s", what.c_str());
+  // Always printed: it names a real bug in the program (use after destroy), not a setting.
+  std::fprintf(stderr, "%s: hazard: %s \xe2\x80\x94 %s\n", core_.id.name.c_str(), what.c_str(), kRace);
+}
+
+void Hca::qp_hazard(uint32_t qpn) {
+  const QpContext* qp = core_.qpc.peek(qpn);
+  if (!qp) return;
+  const Ring<InflightMsg>& in = qp->inflight;
+  if (!in.empty()) {
+    const InflightMsg& m = in.front();
+    const uint32_t last = last_psn(in[in.size() - 1]);
+    const auto n = uint32_t(in.size());
+    const std::string what =
+        n == 1
+            ? format("QP 0x%x destroyed with 1 unacknowledged %s (WQE %u, PSN %u..%u) in flight", qpn,
+                     wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last)
+            : format(
+                  "QP 0x%x destroyed with %u unacknowledged messages (first %s WQE %u, PSN %u..%u) in flight",
+                  qpn, n, wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last);
+    report_hazard(qpn, TraceFields().set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(n), what);
+    return;
+  }
+  // Posted but not started: lost just the same. The doorbell itself may still be on its way
+  // (in lockstep it lands only when time moves), so the producer counter is the one software
+  // published in the QP's doorbell record, read as the CQ check reads the CQ's.
+  // A counter counts only if it is ahead of the fetch point by at most the ring's size.
+  const uint32_t ring = 1u << qp->qpc.sq_log_size;
+  const auto ahead = [&](uint16_t pi) {
+    return uint16_t(pi - qp->sq_fetch) != 0 && uint16_t(pi - qp->sq_fetch) <= ring;
+  };
+  hw::QpDbrec rec{};
+  uint16_t posted = qp->sq_pi;
+  if (core_.dma.peek(qp->qpc.dbrec_addr, &rec, sizeof rec) && ahead(hw::qp_dbrec_sq(rec)))
+    posted = hw::qp_dbrec_sq(rec);
+  if (qp->fetched.empty() && !ahead(posted)) return;
+  const uint32_t first = qp->fetched.empty() ? qp->sq_fetch : qp->fetched.front().index;
+  report_hazard(qpn, TraceFields().set_wqe(first).set_index(posted),
+                format("QP 0x%x destroyed with posted send WQEs not yet executed (WQE %u up to producer %u)",
+                       qpn, first, unsigned(posted)));
+}
+
+void Hca::cq_hazard(uint32_t cqn) {
+  const uint32_t n = core_.cq.unpolled(cqn);
+  if (!n) return;
+  report_hazard(kTraceNone, TraceFields().set_queue(cqn).set_count(n).set_index(core_.cq.produced(cqn)),
+                format("CQ %u destroyed with %u CQE%s never polled", cqn, n, n == 1 ? "" : "s"));
+}
+
+void Hca::writes_in_flight_to(const HcaIdentity& target, uint32_t rkey, uint64_t va, uint64_t len,
+                              std::vector<InflightWrite>& out) const {
+  core_.qpc.for_each([&](const QpContext& qp) {
+    if (qp.inflight.empty()) return;
+    const uint8_t* dgid = qp.qpc.path.dgid;
+    if (std::memcmp(dgid, target.gid[0], 16) != 0 && std::memcmp(dgid, target.gid[1], 16) != 0) return;
+    for (const InflightMsg& m : qp.inflight) {
+      if (!is_write(m.w.op) || m.w.rkey != rkey || !overlaps(m.w.raddr, m.w.length, va, len)) continue;
+      out.push_back(InflightWrite{core_.id.name, qp.qpc.qpn, m.w.index, m.first_psn, last_psn(m), m.w.raddr,
+                                  m.w.length});
+    }
+  });
+}
+
+void Hca::mkey_hazard(uint32_t key) {
+  const MrEntry* mr = core_.mrs.find(key);
+  if (!mr) return;
+  const uint64_t va = mr->ctx.start, len = mr->ctx.length;
+  std::vector<InflightWrite> w;
+  if (write_probe_)
+    write_probe_(*this, key, va, len, w);
+  else
+    writes_in_flight_to(core_.id, key, va, len, w);
+  // This HCA's responder may be in the middle of placing one (its FIRST packet arrived).
+  core_.qpc.for_each([&](const QpContext& qp) {
+    if (qp.write_active && qp.write_rkey == key)
+      w.push_back(InflightWrite{core_.id.name, qp.qpc.qpn, kTraceNone, kTraceNone, kTraceNone, qp.write_va,
+                                qp.write_len});
+  });
+  if (w.empty()) return;
+  const InflightWrite& f = w.front();
+  const std::string from = f.wqe == kTraceNone ? format("being received by QP 0x%x", f.qpn)
+                                               : format("from %s QP 0x%x WQE %u, PSN %u..%u", f.host.c_str(),
+                                                        f.qpn, f.wqe, f.first_psn, f.last_psn);
+  const std::string more = w.size() > 1 ? format(" and %zu more", w.size() - 1) : std::string();
+  report_hazard(
+      kTraceNone,
+      TraceFields().set_key(key).set_addr(f.va).set_wqe(f.wqe).set_peer_qpn(f.qpn).set_count(
+          uint32_t(w.size())),
+      format("MR key 0x%x deregistered with an RDMA WRITE of %u bytes at 0x%" PRIx64 " into it in flight "
+             "(%s)%s",
+             key, f.len, f.va, from.c_str(), more.c_str()));
+}
+
+}  // namespace hcasim::model
