@@ -134,9 +134,13 @@ void Engine::kick() {
 }
 
 void Engine::start_idle_advancer(uint32_t quiet_us) {
-  if (quiet_us == 0 || idle_.joinable()) return;
+  if (idle_started_) return;
+  idle_started_ = true;
   quiet_us_ = quiet_us;
+  // Started even when the advancer is off (quiet_us 0), only to sleep: the program's heap then
+  // looks the same in both modes, and its buffer addresses, which traces show, do not differ.
   idle_ = std::thread([this] {
+    while (quiet_us_ == 0 && !idle_stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     // While the programs stay quiet and work is in flight, the advancer keeps stepping (each
     // step still ends at a visible effect, so a program sleeping in poll(2) wakes on the
     // interrupt and takes over): like hardware, the device does not stop between events just

@@ -91,6 +91,7 @@ class Engine {
   std::thread idle_;
   std::atomic<bool> idle_stop_{false};
   uint32_t quiet_us_ = 0;
+  bool idle_started_ = false;
   bool pacing_ = true;
   bool idle_gap_ = false;                        ///< crossing an idle gap (pacing)
   uint64_t gap_sim0_ps_ = 0, gap_wall0_ns_ = 0;  ///< where and when the gap began
