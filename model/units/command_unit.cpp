@@ -9,11 +9,6 @@ CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq
                          hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState)> on_state)
     : tracer_(tracer), qpc_(qpc), mrs_(mrs), cq_(cq), eq_(eq), caps_(caps), on_state_(std::move(on_state)) {}
 
-static const char* state_name(hw::QpState s) {
-  static const char* const n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-  return unsigned(s) < 7 ? n[unsigned(s)] : "?";
-}
-
 hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in) {
   hw::Qpc& q = qp.qpc;
   const auto from = hw::QpState(q.state);
@@ -46,8 +41,8 @@ hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc
     qp.qpc = keep;
   }
   if (to != from) {
-    HCASIM_TRACE(tracer_, Command, QpState, q.qpn, TraceFields(), "QP 0x%x %s -> %s", q.qpn, state_name(from),
-                 state_name(to));
+    HCASIM_TRACE(tracer_, Command, QpState, q.qpn, TraceFields(), "QP 0x%x %s -> %s", q.qpn,
+                 hw::qp_state_name(from), hw::qp_state_name(to));
     if (on_state_) on_state_(qp, from);
   }
   return hw::CmdStatus::Ok;

@@ -5,11 +5,11 @@
 // a destroy command arrives, never per packet, and read state without changing it (no trace
 // event, counter or IOTLB effect unless a hazard is found).
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
 #include "hca.h"
+#include "strprintf.h"
 
 namespace hcasim::model {
 
@@ -24,16 +24,6 @@ bool is_write(hw::WqeOpcode op) {
 /** @brief [a, a+alen) and [b, b+blen) share a byte. */
 bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
   return alen && blen && a < b + blen && b < a + alen;
-}
-
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
 }
 
 }  // namespace
@@ -69,9 +59,9 @@ void Hca::qp_hazard(uint32_t qpn) {
     const auto n = uint32_t(in.size());
     const std::string what =
         n == 1
-            ? format("QP 0x%x destroyed with 1 unacknowledged %s (WQE %u, PSN %u..%u) in flight", qpn,
-                     wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last)
-            : format(
+            ? strprintf("QP 0x%x destroyed with 1 unacknowledged %s (WQE %u, PSN %u..%u) in flight", qpn,
+                        wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last)
+            : strprintf(
                   "QP 0x%x destroyed with %u unacknowledged messages (first %s WQE %u, PSN %u..%u) in flight",
                   qpn, n, wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last);
     report_hazard(qpn, TraceFields().set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(n), what);
@@ -91,16 +81,17 @@ void Hca::qp_hazard(uint32_t qpn) {
     posted = hw::qp_dbrec_sq(rec);
   if (qp->fetched.empty() && !ahead(posted)) return;
   const uint32_t first = qp->fetched.empty() ? qp->sq_fetch : qp->fetched.front().index;
-  report_hazard(qpn, TraceFields().set_wqe(first).set_index(posted),
-                format("QP 0x%x destroyed with posted send WQEs not yet executed (WQE %u up to producer %u)",
-                       qpn, first, unsigned(posted)));
+  report_hazard(
+      qpn, TraceFields().set_wqe(first).set_index(posted),
+      strprintf("QP 0x%x destroyed with posted send WQEs not yet executed (WQE %u up to producer %u)", qpn,
+                first, unsigned(posted)));
 }
 
 void Hca::cq_hazard(uint32_t cqn) {
   const uint32_t n = core_.cq.unpolled(cqn);
   if (!n) return;
   report_hazard(kTraceNone, TraceFields().set_queue(cqn).set_count(n).set_index(core_.cq.produced(cqn)),
-                format("CQ %u destroyed with %u CQE%s never polled", cqn, n, n == 1 ? "" : "s"));
+                strprintf("CQ %u destroyed with %u CQE%s never polled", cqn, n, n == 1 ? "" : "s"));
 }
 
 void Hca::writes_in_flight_to(const HcaIdentity& target, uint32_t rkey, uint64_t va, uint64_t len,
@@ -134,17 +125,18 @@ void Hca::mkey_hazard(uint32_t key) {
   });
   if (w.empty()) return;
   const InflightWrite& f = w.front();
-  const std::string from = f.wqe == kTraceNone ? format("being received by QP 0x%x", f.qpn)
-                                               : format("from %s QP 0x%x WQE %u, PSN %u..%u", f.host.c_str(),
-                                                        f.qpn, f.wqe, f.first_psn, f.last_psn);
-  const std::string more = w.size() > 1 ? format(" and %zu more", w.size() - 1) : std::string();
+  const std::string from = f.wqe == kTraceNone
+                               ? strprintf("being received by QP 0x%x", f.qpn)
+                               : strprintf("from %s QP 0x%x WQE %u, PSN %u..%u", f.host.c_str(), f.qpn, f.wqe,
+                                           f.first_psn, f.last_psn);
+  const std::string more = w.size() > 1 ? strprintf(" and %zu more", w.size() - 1) : std::string();
   report_hazard(
       kTraceNone,
       TraceFields().set_key(key).set_addr(f.va).set_wqe(f.wqe).set_peer_qpn(f.qpn).set_count(
           uint32_t(w.size())),
-      format("MR key 0x%x deregistered with an RDMA WRITE of %u bytes at 0x%" PRIx64 " into it in flight "
-             "(%s)%s",
-             key, f.len, f.va, from.c_str(), more.c_str()));
+      strprintf("MR key 0x%x deregistered with an RDMA WRITE of %u bytes at 0x%" PRIx64 " into it in flight "
+                "(%s)%s",
+                key, f.len, f.va, from.c_str(), more.c_str()));
 }
 
 }  // namespace hcasim::model

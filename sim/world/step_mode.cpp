@@ -2,12 +2,12 @@
 #include "step_mode.h"
 
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
 #include "hca.h"
+#include "strprintf.h"
 
 namespace hcasim::sim {
 
@@ -28,28 +28,13 @@ bool IommuShadow::read(uint64_t iova, void* dst, uint64_t len) const {
 
 namespace {
 
-const char* qp_state_name(uint8_t s) {
-  static const char* const n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-  return s < 7 ? n[s] : "?";
-}
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char b[512];
-  va_list ap;
-  va_start(ap, f);
-  vsnprintf(b, sizeof b, f, ap);
-  va_end(ap);
-  return b;
-}
-
 /** One buffer (SQ, RQ, CQ) and its buffer table, entry by entry (at most @p max pages). */
 std::string describe_buffer(const char* what, const hw::BufferDesc& d, const model::BufferCursor& c,
                             const IommuShadow* mem, uint32_t max = 16) {
-  std::string s = fmt("  %s: %u page(s) of %llu B, %u-level table, root at dma 0x%" PRIx64, what, d.npages,
-                      1ull << d.log_page_size, unsigned(d.levels), d.bt_root);
+  std::string s = model::strprintf("  %s: %u page(s) of %llu B, %u-level table, root at dma 0x%" PRIx64, what,
+                                   d.npages, 1ull << d.log_page_size, unsigned(d.levels), d.bt_root);
   if (c.page != ~0ull)
-    s += fmt("; translation cache: page %" PRIu64 " -> 0x%" PRIx64 "\n", c.page, c.page_dma);
+    s += model::strprintf("; translation cache: page %" PRIu64 " -> 0x%" PRIx64 "\n", c.page, c.page_dma);
   else
     s += "; translation cache empty\n";
   const uint64_t per_leaf = (1ull << hw::kMinPageShift) / 8;
@@ -58,31 +43,32 @@ std::string describe_buffer(const char* what, const hw::BufferDesc& d, const mod
     if (d.levels == 1) {
       const uint64_t at = d.bt_root + uint64_t(page) * 8;
       if (!mem || !mem->read(at, &e, 8)) {
-        s += fmt("    page %u: L1[%u]@0x%" PRIx64 " not readable\n", page, page, at);
+        s += model::strprintf("    page %u: L1[%u]@0x%" PRIx64 " not readable\n", page, page, at);
         continue;
       }
-      s += fmt("    page %u: L1[%u]@0x%" PRIx64 " -> page dma 0x%" PRIx64 "%s\n", page, page, at,
-               hw::bte_addr(e), hw::bte_valid(e) ? "" : " (invalid)");
+      s += model::strprintf("    page %u: L1[%u]@0x%" PRIx64 " -> page dma 0x%" PRIx64 "%s\n", page, page, at,
+                            hw::bte_addr(e), hw::bte_valid(e) ? "" : " (invalid)");
     } else {
       const uint64_t root_at = d.bt_root + (page / per_leaf) * 8;
       uint64_t root = 0;
       if (!mem || !mem->read(root_at, &root, 8)) {
-        s += fmt("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " not readable\n", page, page / per_leaf, root_at);
+        s += model::strprintf("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " not readable\n", page,
+                              page / per_leaf, root_at);
         continue;
       }
       const uint64_t leaf_at = hw::bte_addr(root) + (page % per_leaf) * 8;
       if (!hw::bte_valid(root) || !mem->read(leaf_at, &e, 8)) {
-        s += fmt("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> invalid root entry\n", page, page / per_leaf,
-                 root_at);
+        s += model::strprintf("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> invalid root entry\n", page,
+                              page / per_leaf, root_at);
         continue;
       }
-      s += fmt("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64 " L2[%" PRIu64
-               "] -> page dma 0x%" PRIx64 "%s\n",
-               page, page / per_leaf, root_at, hw::bte_addr(root), page % per_leaf, hw::bte_addr(e),
-               hw::bte_valid(e) ? "" : " (invalid)");
+      s += model::strprintf("    page %u: L1[%" PRIu64 "]@0x%" PRIx64 " -> leaf 0x%" PRIx64 " L2[%" PRIu64
+                            "] -> page dma 0x%" PRIx64 "%s\n",
+                            page, page / per_leaf, root_at, hw::bte_addr(root), page % per_leaf,
+                            hw::bte_addr(e), hw::bte_valid(e) ? "" : " (invalid)");
     }
   }
-  if (d.npages > max) s += fmt("    ... %u more page(s)\n", d.npages - max);
+  if (d.npages > max) s += model::strprintf("    ... %u more page(s)\n", d.npages - max);
   return s;
 }
 
@@ -92,14 +78,14 @@ std::string HcaInspector::qp(uint32_t host, uint32_t qpn) {
   if (host >= hcas_.size()) return "no such host\n";
   const model::Hca& h = *hcas_[host];
   const model::QpContext* q = h.core().qpc.peek(qpn);
-  if (!q) return fmt("%s has no QP 0x%x\n", h.identity().name.c_str(), qpn);
+  if (!q) return model::strprintf("%s has no QP 0x%x\n", h.identity().name.c_str(), qpn);
   const hw::Qpc& c = q->qpc;
-  std::string s =
-      fmt("QP 0x%06x on %s: %s, dest QP 0x%06x, path MTU %u, PD %u, send CQ %u, recv CQ %u, QPC %s\n", c.qpn,
-          h.identity().name.c_str(), qp_state_name(c.state), c.dest_qpn, 1u << c.path_mtu_log, c.pdn,
-          c.send_cqn, c.recv_cqn, h.core().qpc.is_cached(qpn) ? "cached" : "not cached");
+  std::string s = model::strprintf(
+      "QP 0x%06x on %s: %s, dest QP 0x%06x, path MTU %u, PD %u, send CQ %u, recv CQ %u, QPC %s\n", c.qpn,
+      h.identity().name.c_str(), hw::qp_state_name(hw::QpState(c.state)), c.dest_qpn, 1u << c.path_mtu_log,
+      c.pdn, c.send_cqn, c.recv_cqn, h.core().qpc.is_cached(qpn) ? "cached" : "not cached");
   const uint32_t sq_size = 1u << c.sq_log_size, rq_size = 1u << c.rq_log_size;
-  s += fmt(
+  s += model::strprintf(
       "  SQ: %u WQEBBs; producer (last doorbell) %u, next fetch %u (slot %u), fetched %zu, in flight %zu; "
       "next PSN %u; tx cursor message %zu packet %u; RNR retries left %u\n",
       sq_size, q->sq_pi, q->sq_fetch, q->sq_fetch & (sq_size - 1), q->fetched.size(), q->inflight.size(),
@@ -112,15 +98,17 @@ std::string HcaInspector::qp(uint32_t host, uint32_t qpn) {
         break;
       }
       const model::InflightMsg& m = q->inflight[i];
-      s += fmt(" [WQE %u PSN %u+%u%s]", m.w.index, m.first_psn, m.npkts, m.sent ? " sent" : "");
+      s += model::strprintf(" [WQE %u PSN %u+%u%s]", m.w.index, m.first_psn, m.npkts, m.sent ? " sent" : "");
     }
     s += "\n";
   }
-  s += fmt(
+  s += model::strprintf(
       "  RQ: %u WQEs of %u B; consumer %u (slot %u), producer seen %u; expected PSN %u, MSN %u%s\n", rq_size,
       1u << c.rq_log_stride, q->rq_ci, q->rq_ci & (rq_size - 1), q->rq_pi_seen, q->epsn, q->msn,
-      q->recv.active ? fmt(", filling RQ WQE %u (%u B placed)", q->recv.index, q->recv.offset).c_str() : "");
-  s += fmt(
+      q->recv.active
+          ? model::strprintf(", filling RQ WQE %u (%u B placed)", q->recv.index, q->recv.offset).c_str()
+          : "");
+  s += model::strprintf(
       "  timeout %u, retry_cnt %u, rnr_retry %u, min_rnr_timer %u, max_rd_atomic %u, max_dest_rd_atomic %u, "
       "access 0x%x, doorbell record at dma 0x%" PRIx64 "\n",
       c.timeout, c.retry_cnt, c.rnr_retry, c.min_rnr_timer, c.max_rd_atomic, c.max_dest_rd_atomic,
@@ -132,9 +120,9 @@ std::string HcaInspector::bt(uint32_t host, uint32_t qpn) {
   if (host >= hcas_.size()) return "no such host\n";
   const model::Hca& h = *hcas_[host];
   const model::QpContext* q = h.core().qpc.peek(qpn);
-  if (!q) return fmt("%s has no QP 0x%x\n", h.identity().name.c_str(), qpn);
+  if (!q) return model::strprintf("%s has no QP 0x%x\n", h.identity().name.c_str(), qpn);
   const IommuShadow* mem = host < mem_.size() ? mem_[host] : nullptr;
-  std::string s = fmt("QP 0x%06x on %s buffer tables:\n", qpn, h.identity().name.c_str());
+  std::string s = model::strprintf("QP 0x%06x on %s buffer tables:\n", qpn, h.identity().name.c_str());
   s += describe_buffer("SQ", q->qpc.sq_buf, q->sq_cursor, mem);
   s += describe_buffer("RQ", q->qpc.rq_buf, q->rq_cursor, mem);
   return s;
@@ -144,16 +132,16 @@ std::string HcaInspector::cq(uint32_t host, uint32_t cqn) {
   if (host >= hcas_.size()) return "no such host\n";
   const model::Hca& h = *hcas_[host];
   model::CqUnit::CqView v;
-  if (!h.core().cq.peek(cqn, v)) return fmt("%s has no CQ %u\n", h.identity().name.c_str(), cqn);
+  if (!h.core().cq.peek(cqn, v)) return model::strprintf("%s has no CQ %u\n", h.identity().name.c_str(), cqn);
   const uint32_t size = 1u << v.cqc.log_size;
-  std::string s =
-      fmt("CQ %u on %s: %u CQEs, EQ %u; producer %u (next slot %u, owner bit %u), consumer seen %u; %s%s\n",
-          cqn, h.identity().name.c_str(), size, v.cqc.eqn, v.pi, v.pi & (size - 1),
-          (v.pi >> v.cqc.log_size) & 1, v.ci_seen,
-          !v.armed           ? "disarmed"
-          : v.solicited_only ? "armed solicited-only"
-                             : "armed next",
-          v.overflowed ? ", OVERFLOWED" : "");
+  std::string s = model::strprintf(
+      "CQ %u on %s: %u CQEs, EQ %u; producer %u (next slot %u, owner bit %u), consumer seen %u; %s%s\n", cqn,
+      h.identity().name.c_str(), size, v.cqc.eqn, v.pi, v.pi & (size - 1), (v.pi >> v.cqc.log_size) & 1,
+      v.ci_seen,
+      !v.armed           ? "disarmed"
+      : v.solicited_only ? "armed solicited-only"
+                         : "armed next",
+      v.overflowed ? ", OVERFLOWED" : "");
   const IommuShadow* mem = host < mem_.size() ? mem_[host] : nullptr;
   s += describe_buffer("ring", v.cqc.buf, v.cursor, mem, 4);
   return s;

@@ -261,6 +261,11 @@ struct BufferDesc {
 // ---------------------------------------------------------------- QP context
 /** @brief QP states (values equal enum ibv_qp_state, so the driver maps 1:1). */
 enum class QpState : uint8_t { Reset = 0, Init = 1, Rtr = 2, Rts = 3, Sqd = 4, Sqe = 5, Err = 6 };
+/** @brief "RESET", "INIT", ... as the IBTA names the states; "?" for a value out of range. */
+inline const char* qp_state_name(QpState s) {
+  static const char* const n[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
+  return unsigned(s) < 7 ? n[unsigned(s)] : "?";
+}
 
 /** @brief Access flags in QPC and MKey (values equal enum ibv_access_flags). */
 enum AccessFlags : uint32_t {
