@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "verbs_fixture.h"
 
@@ -63,6 +64,13 @@ class Hazards : public VerbsFixture {
     for (const std::string& m : more)
       EXPECT_NE(err.find(m), std::string::npos) << "no '" << m << "' in:\n" << err;
   }
+  /** Runs @p destroy (a destroy/dereg call) and returns its result with what it printed on stderr. */
+  template <typename F>
+  static std::pair<int, std::string> StderrOf(F&& destroy) {
+    ::testing::internal::CaptureStderr();
+    const int rc = destroy();
+    return {rc, ::testing::internal::GetCapturedStderr()};
+  }
   uint64_t a0_ = 0, b0_ = 0;
 };
 
@@ -73,9 +81,7 @@ TEST_F(Hazards, QpDestroyedWithUnacknowledgedSend) {
   ASSERT_EQ(PostSend(a_, 1, IBV_WR_SEND, {a_.sge(0, 64)}), 0);
   ASSERT_NO_FATAL_FAILURE(Advance());
   const uint32_t qpn = a_.qp->qp_num;
-  ::testing::internal::CaptureStderr();
-  const int rc = ibv_destroy_qp(a_.qp);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto [rc, err] = StderrOf([&] { return ibv_destroy_qp(a_.qp); });
   ASSERT_EQ(rc, 0);
   a_.qp = nullptr;
   EXPECT_EQ(NewA(), 1u);
@@ -91,9 +97,7 @@ TEST_F(Hazards, QpDestroyedRightAfterPostingIsAHazardToo) {
   ASSERT_EQ(PostRecv(b_, 7, {b_.sge(0, 64)}), 0);
   ASSERT_EQ(PostSend(a_, 1, IBV_WR_SEND, {a_.sge(0, 64)}), 0);
   const uint32_t qpn = a_.qp->qp_num;
-  ::testing::internal::CaptureStderr();
-  const int rc = ibv_destroy_qp(a_.qp);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto [rc, err] = StderrOf([&] { return ibv_destroy_qp(a_.qp); });
   ASSERT_EQ(rc, 0);
   a_.qp = nullptr;
   EXPECT_EQ(NewA(), 1u);
@@ -106,9 +110,8 @@ TEST_F(Hazards, QpDestroyedAfterItsSendCompletedIsNoHazard) {
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   ASSERT_TRUE(PollOne(b_.rcq, wc));
-  ::testing::internal::CaptureStderr();
-  EXPECT_EQ(ibv_destroy_qp(a_.qp), 0);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto [rc, err] = StderrOf([&] { return ibv_destroy_qp(a_.qp); });
+  EXPECT_EQ(rc, 0);
   a_.qp = nullptr;
   EXPECT_EQ(NewA(), 0u);
   EXPECT_EQ(err.find("hazard"), std::string::npos) << err;
@@ -124,9 +127,7 @@ TEST_F(Hazards, CqDestroyedWithUnpolledCqe) {
   // ibv_destroy_cq fails with EBUSY while a QP uses the CQ: the QP goes first (its work is done).
   ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
   b_.qp = nullptr;
-  ::testing::internal::CaptureStderr();
-  const int rc = ibv_destroy_cq(b_.scq);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto [rc, err] = StderrOf([&] { return ibv_destroy_cq(b_.scq); });
   ASSERT_EQ(rc, 0);
   b_.scq = b_.rcq = nullptr;
   EXPECT_EQ(NewB(), 1u);
@@ -142,9 +143,8 @@ TEST_F(Hazards, CqDestroyedAfterPollingIsNoHazard) {
   ASSERT_TRUE(PollOne(b_.rcq, wc));
   ASSERT_EQ(ibv_destroy_qp(b_.qp), 0);
   b_.qp = nullptr;
-  ::testing::internal::CaptureStderr();
-  EXPECT_EQ(ibv_destroy_cq(b_.scq), 0);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto [rc, err] = StderrOf([&] { return ibv_destroy_cq(b_.scq); });
+  EXPECT_EQ(rc, 0);
   b_.scq = b_.rcq = nullptr;
   EXPECT_EQ(NewB(), 0u);
   EXPECT_EQ(err.find("hazard"), std::string::npos) << err;
@@ -159,9 +159,7 @@ TEST_F(Hazards, MrDeregisteredWithWriteInFlight) {
       0);
   ASSERT_NO_FATAL_FAILURE(Advance());
   const uint32_t rkey = b_.mr->rkey;
-  ::testing::internal::CaptureStderr();
-  const int rc = ibv_dereg_mr(b_.mr);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto [rc, err] = StderrOf([&] { return ibv_dereg_mr(b_.mr); });
   ASSERT_EQ(rc, 0);
   b_.mr = nullptr;
   EXPECT_EQ(NewB(), 1u);
@@ -183,9 +181,8 @@ TEST_F(Hazards, MrDeregisteredAfterTheWriteCompletedIsNoHazard) {
       0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
-  ::testing::internal::CaptureStderr();
-  EXPECT_EQ(ibv_dereg_mr(b_.mr), 0);
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto [rc, err] = StderrOf([&] { return ibv_dereg_mr(b_.mr); });
+  EXPECT_EQ(rc, 0);
   b_.mr = nullptr;
   EXPECT_EQ(NewB(), 0u);
   EXPECT_EQ(err.find("hazard"), std::string::npos) << err;

@@ -12,18 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include "byte_image.h"
+
 #include <cstring>
 #include <vector>
 
 namespace hcasim::hw {
 namespace {
-
-template <typename T>
-std::vector<uint8_t> bytes_of(const T& v) {
-  std::vector<uint8_t> b(sizeof v);
-  std::memcpy(b.data(), &v, sizeof v);
-  return b;
-}
 
 TEST(HwAccessors, CtrlSegRoundTripAtFieldEdges) {
   CtrlSeg c;

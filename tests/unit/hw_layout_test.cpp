@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "byte_image.h"
+
 #include <array>
 #include <cstddef>
 #include <cstring>
@@ -19,13 +21,6 @@
 
 namespace hcasim::hw {
 namespace {
-
-template <typename T>
-std::vector<uint8_t> bytes_of(const T& v) {
-  std::vector<uint8_t> b(sizeof v);
-  std::memcpy(b.data(), &v, sizeof v);
-  return b;
-}
 
 template <typename T>
 std::vector<uint8_t> be_bytes(T host_value) {
