@@ -37,6 +37,7 @@ struct SimOptions {
   bool step = false;
   std::string step_script;
   uint32_t hosts = 0;  ///< --hosts (0: not given)
+  std::string clock;   ///< --clock (empty: not given)
 };
 
 /**

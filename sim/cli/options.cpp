@@ -108,6 +108,13 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
     const char* v = value();
     if (!parse_uint(v, 0, ~0ull)) return err("--seed: expected a number, got '%s'", v ? v : "");
     o.env.emplace_back("HCASIM_SEED", v);
+  } else if (a == "--clock") {
+    const char* v = value();
+    if (!v || (std::strcmp(v, "auto") && std::strcmp(v, "lockstep") && std::strcmp(v, "realtime")))
+      return err("--clock: expected auto, lockstep or realtime, got '%s' (docs/architecture.md#time)",
+                 v ? v : "");
+    o.env.emplace_back("HCASIM_CLOCK", v);
+    o.clock = v;
   } else if (a == "--idle-us") {
     const char* v = value();
     if (!parse_uint(v, 0, 10000000)) return err("--idle-us: expected 0..10000000, got '%s'", v ? v : "");

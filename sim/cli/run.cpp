@@ -140,6 +140,10 @@ int check_run(RunRequest& r) {
         "start`");
   if (r.cross && r.so.step)
     return fail("step mode works in the in-process world only (one command, no --fabric/--join)");
+  if (r.so.step && r.so.clock == "realtime")
+    return fail(
+        "--clock realtime cannot be combined with step mode: a paused device would fall behind the "
+        "wall clock (use --clock lockstep or auto)");
   return check_filters(r);
 }
 

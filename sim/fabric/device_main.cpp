@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   cfg.hosts = opt.hosts * opt.hcas_per_host;
-  cfg.idle_us = 0;                            // the server decides when time moves
+  cfg.idle_us = 0;                            // the server decides when time moves ...
+  cfg.device_thread = false;                  // ... and drives the kernel itself, in either clock
   auto* world = new hcasim::sim::World(cfg);  // never destroyed: SystemC's globals go first at exit
   hcasim::fabric::DeviceServer server(*world, opt);
   if (!server.listen(err)) {

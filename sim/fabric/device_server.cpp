@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -28,6 +29,8 @@ constexpr uint64_t kMaxHoldNs = 10'000'000;
 /// before the program gets control back (to check its own deadlines): a round trip per
 /// 100 us quantum would make a retry timeout of 0.5 s simulated cost thousands of them.
 constexpr uint64_t kWaitWallBudgetNs = 2'000'000;
+/// Realtime: a wait that sees nothing returns after this much wall time (the program polls on).
+constexpr uint64_t kRealtimeWaitNs = 100'000;
 }  // namespace
 
 struct DeviceServer::Host {
@@ -45,6 +48,7 @@ struct DeviceServer::Conn {
   bool life = false;  ///< the host's HELLO connection: its end is the process's end
   bool waiting = false;
   uint64_t wait_start_ps = 0, wait_visible = 0, wait_since_ns = 0;
+  uint64_t wait_wall_ns = 0;  ///< when the WAIT arrived (realtime)
   uint64_t last_msg_ns = 0;
 };
 
@@ -367,6 +371,9 @@ bool DeviceServer::on_attach(Conn& c, const Msg& m) {
   else
     c.host = am.host;
   send_msg(c.fd, MsgType::Attach, &r, sizeof r);
+  auto& e = sim::Engine::instance();
+  if (r.status == 0 && ++attached_ == 2 && e.clock_requested() == sim::ClockMode::Auto)
+    e.go_realtime("a second program thread or process uses the fabric");
   return r.status == 0;
 }
 
@@ -394,7 +401,10 @@ bool DeviceServer::on_control(Conn& c, const Msg& m) {
   std::lock_guard<std::recursive_mutex> g(e.mutex());
   model::Hca* hca = world_.find(cm.device);
   switch (cm.op) {
-    case ControlOp::NowNs: r.value = e.now_ps() / 1000; break;
+    case ControlOp::NowNs:
+      e.sync_to_wall();
+      r.value = e.now_ps() / 1000;
+      break;
     case ControlOp::DropRx:
       if (hca)
         sim::drop_rx(*hca, cm.qpn, cm.psn, cm.count);
@@ -421,7 +431,10 @@ bool DeviceServer::on_command(Conn& c, const Msg& m) {
   CommandMsg cm{};
   model::Hca* hca = payload_hca(c, m, cm);
   if (!hca) return bad(c, m, "malformed COMMAND");
-  sim::Engine::instance().locked([&] { hca->execute(cm.mb); });
+  sim::Engine::instance().locked([&] {
+    sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
+    hca->execute(cm.mb);
+  });
   send_msg(c.fd, MsgType::Command, &cm.mb, sizeof cm.mb);
   return true;
 }
@@ -430,7 +443,10 @@ bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
   DoorbellMsg dm{};
   model::Hca* hca = payload_hca(c, m, dm);
   if (!hca) return bad(c, m, "malformed DOORBELL");
-  sim::Engine::instance().locked([&] { hca->mmio_write(dm.offset, dm.value); });
+  sim::Engine::instance().locked([&] {
+    sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
+    hca->mmio_write(dm.offset, dm.value);
+  });
   if (m.h.type == MsgType::DoorbellSync) {
     StatusReply r{0};
     send_msg(c.fd, m.h.type, &r, sizeof r);
@@ -459,6 +475,7 @@ bool DeviceServer::on_wait(Conn& c) {
   c.wait_start_ps = sim::Engine::instance().now_ps();
   c.wait_visible = hosts_[size_t(c.host)]->visible;
   c.wait_since_ns = c.last_msg_ns;
+  c.wait_wall_ns = sim::Engine::mono_ns();
   return true;
 }
 
@@ -486,8 +503,24 @@ void DeviceServer::reply_wait(Conn& c, bool progress) {
   send_msg(c.fd, MsgType::Wait, &r, sizeof r);
 }
 
+int64_t DeviceServer::realtime_progress() {
+  const uint64_t due_ns = sim::Engine::instance().run_due(sim::kRealtimeSlicePs);
+  const uint64_t wall = sim::Engine::mono_ns();
+  uint64_t next_ns = std::min<uint64_t>(due_ns, 10'000'000);
+  for (auto& c : conns_) {
+    if (!c->waiting) continue;
+    const bool seen = hosts_[size_t(c->host)]->visible != c->wait_visible;
+    if (seen || wall - c->wait_wall_ns >= kRealtimeWaitNs)
+      reply_wait(*c, seen);
+    else
+      next_ns = std::min(next_ns, c->wait_wall_ns + kRealtimeWaitNs - wall);
+  }
+  return int64_t(next_ns);
+}
+
 int64_t DeviceServer::progress() {
   auto& e = sim::Engine::instance();
+  if (e.realtime()) return realtime_progress();
   const uint64_t now = sim::Engine::mono_ns();
   const uint64_t quiet = uint64_t(opt_.quiet_us) * 1000;
   bool any_wait = false;
@@ -568,6 +601,7 @@ int DeviceServer::run() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  prctl(PR_SET_TIMERSLACK, 1UL);  // realtime: wake when the next event is due, not 50 us later
   // Signals are blocked except inside ppoll, so a stop request never slips between the check
   // and the wait.
   sigset_t block, none;

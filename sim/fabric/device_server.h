@@ -16,7 +16,12 @@
  * stamped before time moves on), or, with no waiter, after everyone has been quiet that long
  * (programs sleeping in poll(2) on a channel fd). A wait returns once its host saw something
  * (a DMA write into its memory, an interrupt), after one wait quantum of simulated time, or
- * at once when nothing is pending anywhere.
+ * at once when nothing is pending anywhere. That is the lockstep clock (clock.h).
+ *
+ * In the realtime clock the device runs on the wall clock instead: this server's loop delivers
+ * what is due (Engine::run_due), doorbells and commands land at the wall-clock instant, and a
+ * wait returns as soon as its host sees something or after kRealtimeWaitNs. The auto clock is
+ * lockstep until a second connection (another thread or process) attaches.
  */
 #pragma once
 
@@ -95,6 +100,8 @@ class DeviceServer {
   void host_gone(Host& h);
   /** @brief Advance time if the rules allow; returns the poll timeout in ns (-1: none). */
   int64_t progress();
+  /** @brief progress() in the realtime clock: deliver what is due, answer waits. */
+  int64_t realtime_progress();
   void reply_wait(Conn& c, bool progress);
   std::string status_text();
 
@@ -107,6 +114,7 @@ class DeviceServer {
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<uint8_t> buf_;
   uint64_t next_token_;
+  uint32_t attached_ = 0;  ///< connections ever attached (auto clock: the second goes realtime)
 };
 
 }  // namespace hcasim::fabric

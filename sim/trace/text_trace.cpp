@@ -33,9 +33,15 @@ std::string format_trace_line(const model::TraceEvent& ev, const std::vector<std
   return line;
 }
 
-TextTraceSink::TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names)
+TextTraceSink::TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names,
+                             const std::string& preamble)
     : out_(out), own_(own), names_(std::move(host_names)) {
+  std::fputs(preamble.c_str(), out_);
   std::fputs(text_trace_header(), out_);
+}
+
+void TextTraceSink::note(const std::string& text) {
+  if (!done_) std::fprintf(out_, "# %s\n", text.c_str());
 }
 
 TextTraceSink::~TextTraceSink() { finish(); }

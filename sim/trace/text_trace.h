@@ -29,11 +29,14 @@ class TextTraceSink : public model::TraceSink {
    * @param out stream to write
    * @param own close @p out when the sink is destroyed
    * @param host_names the name of each host index, for the host column
+   * @param preamble written before the column header (comment lines: the time model, profile)
    */
-  TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names);
+  TextTraceSink(FILE* out, bool own, std::vector<std::string> host_names, const std::string& preamble = "");
   ~TextTraceSink() override;
   void record(const model::TraceEvent& ev) override;
   void finish() override;
+  /** @brief A comment line ("# " + @p text) between events, in order (a clock switch). */
+  void note(const std::string& text);
   bool wants(model::TraceUnit u, model::TraceKind k) const override { return filter.may_keep(u, k); }
   /** @brief Set before the sink is added to a hub (the hub reads wants() then). */
   TraceFilter filter;

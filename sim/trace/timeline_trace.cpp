@@ -52,17 +52,17 @@ bool psn_in(uint32_t psn, uint32_t first, uint32_t last) {
 }  // namespace
 
 TimelineSink::TimelineSink(FILE* out, bool own, std::vector<std::string> host_names,
-                           std::function<uint64_t(uint32_t)> wire_ps)
+                           std::function<uint64_t(uint32_t)> wire_ps, const std::string& time_model)
     : out_(out),
       own_(own),
       names_(std::move(host_names)),
       wire_ps_(std::move(wire_ps)),
       seen_proc_(names_.size()),
       seen_thread_(names_.size() * kUnits) {
-  std::fputs(
-      "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"generator\":\"hcasim\",\"clock\":\"simulated time\"},\n"
-      "\"traceEvents\":[\n",
-      out_);
+  std::fprintf(out_,
+               "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"generator\":\"hcasim\",\"clock\":\"simulated "
+               "time\",\"time_model\":\"%s\"},\n\"traceEvents\":[\n",
+               time_model.c_str());
 }
 
 TimelineSink::~TimelineSink() { finish(); }

@@ -41,9 +41,10 @@ class TimelineSink : public model::TraceSink {
    * @param host_names the name of each host index (one track group per host)
    * @param wire_ps serialisation time of a frame of N bytes on the wire (for pkt.tx durations;
    *        may be empty)
+   * @param time_model the run's clock mode, recorded in otherData
    */
   TimelineSink(FILE* out, bool own, std::vector<std::string> host_names,
-               std::function<uint64_t(uint32_t)> wire_ps = {});
+               std::function<uint64_t(uint32_t)> wire_ps = {}, const std::string& time_model = "lockstep");
   ~TimelineSink() override;
   void record(const model::TraceEvent& ev) override;
   /** @brief Close the JSON (the file is not valid JSON before this). */

@@ -217,11 +217,11 @@ void VcdSink::finish() {
   }
   flush_falls(~0ull, true);
   FILE* o = out_;
-  std::fputs(
-      "$version hcasim (simulated HCA signals from the trace) $end\n"
-      "$comment time is simulated time; strobes are 1 for a fixed width $end\n"
-      "$timescale 1ps $end\n",
-      o);
+  std::fprintf(o,
+               "$version hcasim (simulated HCA signals from the trace) $end\n"
+               "$comment time is simulated time (clock %s); strobes are 1 for a fixed width $end\n"
+               "$timescale 1ps $end\n",
+               time_model_.c_str());
   // Declarations: the host modules, then their sub-modules, both sorted by name.
   std::map<std::string, std::vector<int>> by_scope;
   for (size_t i = 0; i < vars_.size(); ++i) by_scope[vars_[i].scope].push_back(int(i));

@@ -43,6 +43,8 @@ class VcdSink : public model::TraceSink {
    */
   VcdSink(const std::string& path, std::vector<std::string> host_names,
           std::function<uint64_t(uint32_t)> wire_ps, uint64_t strobe_ps = 1000);
+  /** @brief The run's clock mode, named in the header comment. */
+  void set_time_model(const std::string& m) { time_model_ = m; }
   ~VcdSink() override;
   /** @brief The output file could be created. */
   bool ok() const { return out_ != nullptr && body_ != nullptr; }
@@ -53,6 +55,7 @@ class VcdSink : public model::TraceSink {
   size_t signals() const { return vars_.size(); }
 
  private:
+  std::string time_model_ = "lockstep";
   struct Var {
     std::string scope;  ///< "hcasim0" or "hcasim0.qp_0x000011"
     std::string name;

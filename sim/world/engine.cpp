@@ -3,10 +3,12 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <systemc>
@@ -17,6 +19,11 @@
 int sc_main(int, char**) { return 1; }
 
 namespace hcasim::sim {
+
+namespace {
+/// Auto clock: this thread has been counted as a user of the device.
+thread_local bool t_counted = false;
+}  // namespace
 
 Engine& Engine::instance() {
   static Engine* e = new Engine;  // never destroyed: other threads may still be in verbs at exit
@@ -137,43 +144,165 @@ void Engine::start_idle_advancer(uint32_t quiet_us) {
   if (idle_started_) return;
   idle_started_ = true;
   quiet_us_ = quiet_us;
-  // Started even when the advancer is off (quiet_us 0), only to sleep: the program's heap then
-  // looks the same in both modes, and its buffer addresses, which traces show, do not differ.
-  idle_ = std::thread([this] {
-    while (quiet_us_ == 0 && !idle_stop_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    // While the programs stay quiet and work is in flight, the advancer keeps stepping (each
-    // step still ends at a visible effect, so a program sleeping in poll(2) wakes on the
-    // interrupt and takes over): like hardware, the device does not stop between events just
-    // because nobody calls into it. Only an idle one waits for a doorbell or the period.
-    bool ran = false;
-    while (!idle_stop_.load()) {
-      if (!ran) {
-        pollfd p{efd_, POLLIN, 0};
-        poll(&p, 1, int(quiet_us_ / 1000 + 1));
-      }
-      ran = false;
-      const uint64_t quiet = mono_ns() - last_call_ns_.load(std::memory_order_relaxed);
-      if (quiet < uint64_t(quiet_us_) * 1000) {
-        // Not quiet yet: sleep out the rest of the period. (poll() returns at once while the
-        // activity fd is readable, and programs that keep calling verbs never let it drain
-        // for long: without this the thread spins a whole core.)
-        std::this_thread::sleep_for(std::chrono::nanoseconds(uint64_t(quiet_us_) * 1000 - quiet));
-        continue;
-      }
-      std::unique_lock<std::recursive_mutex> g(mu_, std::try_to_lock);
-      if (!g.owns_lock()) {  // a program is in a wait and drives the kernel itself
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-        continue;
-      }
-      uint64_t pace = 0;
-      if (sc_core::sc_pending_activity()) ran = run_until_visible(&pace) && !pace;
-      g.unlock();
-      if (pace) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(pace, 1'000'000)));
-    }
-  });
+  // Started in every mode, even when it only sleeps (lockstep with quiet_us 0): the program's
+  // heap then looks the same in every mode, and its buffer addresses, which traces show, do not
+  // differ.
+  idle_ = std::thread([this] { device_thread(); });
   idle_.detach();
 }
 
-void Engine::stop_idle_advancer() { idle_stop_.store(true); }
+void Engine::device_thread() {
+  t_counted = true;               // interrupt handlers it runs are not a program thread of their own
+  prctl(PR_SET_TIMERSLACK, 1UL);  // realtime: wake when the next event is due, not 50 us later
+  bool ran = false;
+  while (!idle_stop_.load()) {
+    if (realtime()) {
+      realtime_round();
+    } else if (quiet_us_ == 0) {
+      std::unique_lock<std::mutex> l(wake_mu_);
+      wake_.wait_for(l, std::chrono::milliseconds(100));
+    } else {
+      idle_round(ran);
+    }
+  }
+}
 
+void Engine::idle_round(bool& ran) {
+  // While the programs stay quiet and work is in flight, the advancer keeps stepping (each
+  // step still ends at a visible effect, so a program sleeping in poll(2) wakes on the
+  // interrupt and takes over): like hardware, the device does not stop between events just
+  // because nobody calls into it. Only an idle one waits for a doorbell or the period.
+  if (!ran) {
+    pollfd p{efd_, POLLIN, 0};
+    poll(&p, 1, int(quiet_us_ / 1000 + 1));
+  }
+  ran = false;
+  const uint64_t quiet = mono_ns() - last_call_ns_.load(std::memory_order_relaxed);
+  if (quiet < uint64_t(quiet_us_) * 1000) {
+    // Not quiet yet: sleep out the rest of the period. (poll() returns at once while the
+    // activity fd is readable, and programs that keep calling verbs never let it drain
+    // for long: without this the thread spins a whole core.)
+    std::this_thread::sleep_for(std::chrono::nanoseconds(uint64_t(quiet_us_) * 1000 - quiet));
+    return;
+  }
+  std::unique_lock<std::recursive_mutex> g(mu_, std::try_to_lock);
+  if (!g.owns_lock()) {  // a program is in a wait and drives the kernel itself
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    return;
+  }
+  uint64_t pace = 0;
+  if (sc_core::sc_pending_activity()) ran = run_until_visible(&pace) && !pace;
+  g.unlock();
+  if (pace) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(pace, 1'000'000)));
+}
+
+void Engine::realtime_round() {
+  // Hold the lock for one slice of simulated time at most, so a program ringing a doorbell
+  // waits for a slice, not for the whole backlog.
+  const uint64_t wait_ns = run_due(kRealtimeSlicePs);
+  if (wait_ns == 0) {
+    std::this_thread::yield();
+    return;
+  }
+  // Nap until the next event is due or a doorbell kicks the activity fd.
+  const uint64_t nap = std::min<uint64_t>(wait_ns, 10'000'000);
+  pollfd p{efd_, POLLIN, 0};
+  timespec ts{time_t(nap / 1'000'000'000), long(nap % 1'000'000'000)};
+  if (ppoll(&p, 1, &ts, nullptr) > 0) {
+    uint64_t drain;
+    if (read(efd_, &drain, sizeof drain) < 0) { /* another reader drained it */
+    }
+  }
+}
+
+void Engine::stop_idle_advancer() {
+  idle_stop_.store(true);
+  wake_.notify_all();
+}
+
+void Engine::set_clock(ClockMode m) {
+  requested_ = m;
+  if (m == ClockMode::Realtime) go_realtime("--clock realtime");
+}
+
+void Engine::go_realtime(const std::string& why) {
+  {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    if (realtime()) return;
+    ensure_started();
+    wall_.start(now_ps(), mono_ns());
+    switch_ps_ = now_ps();
+    switch_why_ = why;
+    realtime_.store(true, std::memory_order_release);
+    if (on_switch_ && requested_ == ClockMode::Auto) on_switch_(why);
+  }
+  wake_.notify_all();
+  kick();
+}
+
+void Engine::note_thread() {
+  if (requested_ != ClockMode::Auto || realtime()) return;
+  if (t_counted) return;
+  t_counted = true;
+  if (threads_.fetch_add(1) >= 1) go_realtime("a second thread uses the device");
+}
+
+void Engine::run_to(uint64_t t) {
+  // An interrupt handler runs inside the kernel and may ring a doorbell (re-arming its EQ):
+  // that happens at the current instant, the kernel cannot be restarted from within.
+  if (in_kernel_) return;
+  in_kernel_ = true;
+  const uint64_t now = now_ps();
+  if (t > now) sc_core::sc_start(sc_core::sc_time::from_value(t - now));
+  // sc_start(d) stops before the events due at the new time; run those delta cycles now.
+  while (sc_core::sc_pending_activity_at_current_time()) sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  in_kernel_ = false;
+}
+
+bool Engine::sync_to_wall() {
+  if (!realtime()) return false;
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  ensure_started();
+  const sc_dt::uint64 deltas = sc_core::sc_delta_count();
+  run_to(wall_.target(now_ps(), mono_ns()));
+  return sc_core::sc_delta_count() != deltas;
+}
+
+uint64_t Engine::run_due(uint64_t slice_ps) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  ensure_started();
+  const uint64_t now = now_ps();
+  const uint64_t target = wall_.target(now, mono_ns());
+  if (target > now) run_to(std::min(target, now + slice_ps));
+  if (now_ps() < target) return 0;  // the slice ended before the wall-clock instant
+  if (!sc_core::sc_pending_activity()) return ~0ull;
+  // What is due within the lead runs now (a thread cannot nap that precisely).
+  const uint64_t next = now_ps() + sc_core::sc_time_to_pending_activity().value();
+  if (next <= target + kLeadPs) {
+    run_to(next);
+    ++steps_;
+    return 0;
+  }
+  const uint64_t due = wall_.wall_at(next - kLeadPs), wall = mono_ns();
+  return due > wall ? due - wall : 0;
+}
+
+std::string Engine::clock_report() {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  std::string s = std::string("clock: ") + clock_mode_name(requested_);
+  if (!realtime()) return s + " (lockstep throughout)";
+  const uint64_t now = now_ps(), wall = mono_ns();
+  char b[320];
+  if (requested_ == ClockMode::Auto)
+    std::snprintf(b, sizeof b, ", realtime from %.3f us (%s)", double(switch_ps_) / 1e6, switch_why_.c_str());
+  else
+    b[0] = 0;
+  s += b;
+  std::snprintf(b, sizeof b,
+                ": %.6f simulated s in %.6f wall s (%.3f simulated s per wall s; %.3f us of simulated time "
+                "given up where the model could not keep up)",
+                double(now - wall_.start_sim_ps()) / 1e12, double(wall - wall_.start_wall_ns()) / 1e9,
+                wall_.sim_per_wall(now, wall), double(wall_.slip_ps()) / 1e6);
+  return s + b;
+}
 }  // namespace hcasim::sim

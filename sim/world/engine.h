@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file engine.h
- * @brief Drives the SystemC kernel for programs that run on wall time.
+ * @brief Drives the SystemC kernel for programs that run on wall time, in one of the time
+ *        models of clock.h.
  *
- * Simulated time advances only while a program waits in a verbs call (empty poll_cq, blocking
- * ibv_get_cq_event, ...) or, as a fallback for programs that wait outside verbs (spinning on
- * memory, sleeping in poll(2) on the channel fd), after a quiet period with no verbs calls.
- * Doorbells are stamped with the current simulated time. So a single-threaded program that
- * waits through verbs calls produces the same simulated history — and the same trace — on
- * every run.
+ * Lockstep: simulated time advances only while a program waits in a verbs call (empty
+ * poll_cq, blocking ibv_get_cq_event, ...) or, as a fallback for programs that wait outside
+ * verbs (spinning on memory, sleeping in poll(2) on the channel fd), after a quiet period with
+ * no verbs calls. Doorbells are stamped with the current simulated time. So a single-threaded
+ * program that waits through verbs calls produces the same simulated history — and the same
+ * trace — on every run.
+ *
+ * Realtime: the engine's device thread runs the kernel beside the programs, delivering what is
+ * due by the wall clock (WallCoupling); doorbells and commands first bring the model up to the
+ * wall-clock instant, so software time counts.
  *
  * The kernel runs on whichever thread needs progress, under one recursive mutex (the model
  * is only ever touched with it held); interrupt handlers run inside that step.
@@ -18,13 +23,19 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+
+#include "clock.h"
 
 namespace hcasim::sim {
 
 /// Longest simulated time one wait may advance without a software-visible effect (100 us).
 constexpr uint64_t kWaitQuantumPs = 100'000'000;
+/// Realtime: the longest stretch of simulated time the device thread runs under the lock (20 us).
+constexpr uint64_t kRealtimeSlicePs = 20'000'000;
 
 class Engine {
  public:
@@ -73,6 +84,38 @@ class Engine {
   void start_idle_advancer(uint32_t quiet_us);
   void stop_idle_advancer();
 
+  /** @name Time model (clock.h)
+   *  @{ */
+  /** @brief The mode asked for; realtime starts at once, auto waits for a second user. */
+  void set_clock(ClockMode m);
+  ClockMode clock_requested() const { return requested_; }
+  /** @brief True once the device runs on the wall clock. */
+  bool realtime() const { return realtime_.load(std::memory_order_acquire); }
+  /** @brief Switch to realtime now (auto: a second thread or process uses the device). */
+  void go_realtime(const std::string& why);
+  /**
+   * @brief Auto mode: note that the calling thread uses the device; the second distinct
+   * thread switches the run to realtime.
+   */
+  void note_thread();
+  /**
+   * @brief Realtime: run what is due up to the wall-clock instant and move simulated time
+   * there, so what the caller does next (a doorbell, a command) happens at that instant.
+   * Returns true if any event ran. Does nothing in lockstep. Takes the lock.
+   */
+  bool sync_to_wall();
+  /**
+   * @brief Realtime: run what is due by the wall clock (plus kLeadPs), at most @p slice_ps of
+   * simulated time. Returns the wall time in ns until the next event is due (0: more is due
+   * now; ~0: nothing is scheduled). Takes the lock.
+   */
+  uint64_t run_due(uint64_t slice_ps);
+  /** @brief The clock line of --stats ("clock: realtime, 0.41 simulated s per wall s, ..."). */
+  std::string clock_report();
+  /** @brief Register @p f to hear when the run switches to realtime (the trace notes it). */
+  void on_clock_switch(std::function<void(const std::string& why)> f) { on_switch_ = std::move(f); }
+  /** @} */
+
   uint64_t steps() const { return steps_; }
   /** @brief Monotonic wall clock in ns (quiet periods, pacing). */
   static uint64_t mono_ns();
@@ -82,6 +125,13 @@ class Engine {
   ~Engine();
   bool step();
   void ensure_started();
+  /** @brief Run every event due before @p t, move time to @p t, run its delta cycles. */
+  void run_to(uint64_t t);
+  void device_thread();
+  /** @brief Lockstep fallback: one round of the quiet-period advancer. */
+  void idle_round(bool& ran);
+  /** @brief Realtime: one round of the device thread (run what is due, sleep until more is). */
+  void realtime_round();
 
   std::recursive_mutex mu_;
   int efd_ = -1;
@@ -95,6 +145,16 @@ class Engine {
   bool pacing_ = true;
   bool idle_gap_ = false;                        ///< crossing an idle gap (pacing)
   uint64_t gap_sim0_ps_ = 0, gap_wall0_ns_ = 0;  ///< where and when the gap began
+  ClockMode requested_ = ClockMode::Auto;
+  std::atomic<bool> realtime_{false};
+  WallCoupling wall_;            ///< realtime: simulated time against wall time (under the lock)
+  std::atomic<int> threads_{0};  ///< auto: distinct threads that used the device
+  bool in_kernel_ = false;       ///< run_to() is inside sc_start (under the lock)
+  std::string switch_why_;
+  uint64_t switch_ps_ = 0;
+  std::function<void(const std::string&)> on_switch_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_;  ///< the device thread's nap when it has nothing to do
 };
 
 }  // namespace hcasim::sim

@@ -44,6 +44,10 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
   if (!env_u64("HCASIM_IDLE_US", v, 0, 10'000'000, err)) return false;
   c.idle_us = uint32_t(v);
   if (!env_u64("HCASIM_SEED", c.seed, 0, ~0ull, err)) return false;
+  if (*env_str("HCASIM_CLOCK") && !parse_clock_mode(env_str("HCASIM_CLOCK"), c.clock)) {
+    err = std::string("HCASIM_CLOCK=") + env_str("HCASIM_CLOCK") + ": expected auto, lockstep or realtime";
+    return false;
+  }
   if (*env_str("HCASIM_PROFILE")) c.profile = env_str("HCASIM_PROFILE");
   if (!model::find_profile(c.profile)) {
     err = "HCASIM_PROFILE=" + c.profile + ": unknown profile (known:";
@@ -79,6 +83,13 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
     err = "--step-filter (HCASIM_STEP_FILTER): " + ferr;
     return false;
   }
+  if (c.step && c.clock == ClockMode::Realtime) {
+    err =
+        "--clock realtime (HCASIM_CLOCK) cannot be combined with step mode: a paused device would "
+        "fall behind the wall clock (use --clock lockstep or auto)";
+    return false;
+  }
+  if (c.step) c.clock = ClockMode::Lockstep;  // auto too: pausing needs a device that waits
   return true;
 }
 
@@ -88,16 +99,23 @@ class SimLink : public drv::HcaLink {
   /** @param shadow mirror of the IOMMU mappings for step-mode inspection (or nullptr) */
   SimLink(model::Hca& hca, IommuShadow* shadow) : hca_(hca), shadow_(shadow) {}
   const std::string& name() const override { return hca_.identity().name; }
+  // Commands and doorbells happen at the current simulated instant; in realtime that is the
+  // wall-clock one (sync_to_wall), so the software's time between two of them counts.
   void exec(hw::CmdMailbox& mb) override {
-    std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
-    Engine::instance().note_call();
+    Engine& e = Engine::instance();
+    e.note_thread();
+    std::lock_guard<std::recursive_mutex> g(e.mutex());
+    e.note_call();
+    e.sync_to_wall();
     hca_.execute(mb);
   }
   void mmio_write64(uint32_t offset, uint64_t value) override {
     Engine& e = Engine::instance();
+    e.note_thread();
     {
       std::lock_guard<std::recursive_mutex> g(e.mutex());
       e.note_call();
+      e.sync_to_wall();
       hca_.mmio_write(offset, value);
     }
     e.kick();
@@ -119,7 +137,15 @@ class SimLink : public drv::HcaLink {
   }
   bool wait_progress() override {
     Engine& e = Engine::instance();
+    e.note_thread();
     e.note_call();
+    if (e.realtime()) {
+      // The device thread delivers what is due; a waiter only brings it up to now (which also
+      // spares a polling program the device thread's wake-up latency) and otherwise lets it run.
+      if (e.sync_to_wall()) return true;
+      std::this_thread::yield();
+      return false;
+    }
     uint64_t pace = 0;
     const bool ran = e.run_until_visible(&pace);
     // Held back by pacing: let wall time catch up (up to 1 ms) before the program re-checks.
@@ -199,7 +225,18 @@ World::World(const WorldConfig& cfg)
     });
   for (size_t i = 0; i < hcas_.size(); ++i)
     links_.push_back(std::make_unique<SimLink>(*hcas_[i], i < shadows_.size() ? shadows_[i].get() : nullptr));
-  Engine::instance().start_idle_advancer(cfg.idle_us);
+  Engine& e = Engine::instance();
+  e.on_clock_switch([this](const std::string& why) {
+    if (text_) text_->note("clock: realtime from here (" + why + ")");
+  });
+  e.set_clock(cfg.clock);
+  if (cfg.device_thread) e.start_idle_advancer(cfg.idle_us);
+}
+
+std::string World::trace_preamble() const {
+  return std::string("# hcasim trace: clock ") + clock_mode_name(cfg_.clock) + " (" +
+         clock_mode_summary(cfg_.clock) + "); profile " + cfg_.profile + "; seed " +
+         std::to_string(cfg_.seed) + "\n";
 }
 
 void World::open_sinks(const std::vector<std::string>& names) {
@@ -208,7 +245,7 @@ void World::open_sinks(const std::vector<std::string>& names) {
   if (!cfg_.trace.empty()) {
     FILE* f = cfg_.trace == "-" ? stderr : std::fopen(cfg_.trace.c_str(), "w");
     if (f) {
-      text_ = std::make_unique<TextTraceSink>(f, f != stderr, names);
+      text_ = std::make_unique<TextTraceSink>(f, f != stderr, names, trace_preamble());
       std::string err;
       if (!text_->filter.parse(cfg_.trace_filter, err, names))
         std::fprintf(stderr, "hcasim: %s\n", err.c_str());
@@ -222,7 +259,7 @@ void World::open_sinks(const std::vector<std::string>& names) {
     FILE* f = cfg_.timeline == "-" ? stderr : std::fopen(cfg_.timeline.c_str(), "w");
     if (f) {
       if (f != stderr) setvbuf(f, nullptr, _IOFBF, 1 << 20);
-      timeline_ = std::make_unique<TimelineSink>(f, f != stderr, names, wire_ps);
+      timeline_ = std::make_unique<TimelineSink>(f, f != stderr, names, wire_ps, clock_mode_name(cfg_.clock));
       hub_.add(timeline_.get());
     } else {
       std::fprintf(stderr, "hcasim: cannot open timeline file %s: %s\n", cfg_.timeline.c_str(),
@@ -232,6 +269,7 @@ void World::open_sinks(const std::vector<std::string>& names) {
   if (!cfg_.vcd.empty()) {
     vcd_ = std::make_unique<VcdSink>(cfg_.vcd, names, wire_ps);
     if (vcd_->ok()) {
+      vcd_->set_time_model(clock_mode_name(cfg_.clock));
       hub_.add(vcd_.get());
     } else {
       std::fprintf(stderr, "hcasim: cannot open VCD file %s: %s\n", cfg_.vcd.c_str(), std::strerror(errno));
@@ -366,6 +404,7 @@ std::string World::stats_text() {
   snprintf(line, sizeof line, "hcasim counters at %.3f us simulated time\n",
            double(Engine::instance().now_ps()) / 1e6);
   out += line;
+  out += Engine::instance().clock_report() + "\n";
   for (auto& h : hcas_) {
     const model::HcaStats s = h->stats();
     out += h->identity().name + ":\n";
@@ -380,7 +419,10 @@ std::string World::stats_text() {
 
 std::string World::stats_json() {
   std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
-  std::string out = "{\"sim_time_ps\":" + std::to_string(Engine::instance().now_ps()) + ",\"devices\":{";
+  std::string out = "{\"sim_time_ps\":" + std::to_string(Engine::instance().now_ps()) + ",\"clock\":\"" +
+                    clock_mode_name(cfg_.clock) +
+                    "\",\"realtime\":" + (Engine::instance().realtime() ? "true" : "false") +
+                    ",\"devices\":{";
   bool first = true;
   for (auto& h : hcas_) {
     const model::HcaStats s = h->stats();

@@ -27,7 +27,9 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+
 #include <vector>
+#include "clock.h"
 
 #include "cable_switch.h"
 #include "hca.h"
@@ -56,6 +58,9 @@ struct WorldConfig {
   int step_fd = -1;         ///< step commands from this descriptor (wins over step_script)
   uint32_t idle_us = 2000;
   uint64_t seed = 1;
+  ClockMode clock = ClockMode::Auto;  ///< time model (clock.h); step mode needs lockstep
+  /** @brief Start the engine's device thread (false: the fabric's server drives the kernel). */
+  bool device_thread = true;
   /** @brief Read HCASIM_*; on a bad value sets @p err (naming the variable) and returns false. */
   static bool from_env(WorldConfig& cfg, std::string& err);
 };
@@ -107,6 +112,8 @@ class World {
     FILE* out = stderr;
   };
   void open_sinks(const std::vector<std::string>& names);
+  /** @brief The text trace's first line: the clock mode, profile and seed of the run. */
+  std::string trace_preamble() const;
   StepIo open_step_input() const;
   void open_step(const StepIo& io, const std::vector<std::string>& names);
 

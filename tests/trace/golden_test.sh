@@ -31,8 +31,9 @@ pre=()
 for run in 1 2; do
   d=$tmp/run$run
   mkdir -p "$d"
-  # --idle-us 0: simulated time advances only inside verbs calls (no wall-clock fallback).
-  if ! timeout 60 "${pre[@]}" "$hcasim" run --idle-us 0 --seed 1 --trace "$d/trace" --timeline "$d/timeline.json" \
+  # --clock lockstep --idle-us 0: simulated time advances only inside verbs calls (no wall-clock
+  # fallback).
+  if ! timeout 60 "${pre[@]}" "$hcasim" run --clock lockstep --idle-us 0 --seed 1 --trace "$d/trace" --timeline "$d/timeline.json" \
        --vcd "$d/signals.vcd" --pcap "$d/wire.pcap" --stats-json "$d/stats.json" -- "$prog" >"$d/out" 2>&1; then
     cat "$d/out" >&2
     fail "run $run of $(basename "$prog") failed"

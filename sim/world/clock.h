@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file clock.h
+ * @brief The time models a run can use (`hcasim run --clock`, HCASIM_CLOCK) and, for the
+ *        hardware-like one, how simulated time is tied to wall time.
+ *
+ * - **lockstep**: simulated time moves only while programs wait in verbs calls (plus a
+ *   fallback after a quiet period). One program waiting through verbs gives the same trace on
+ *   every run; software time is free.
+ * - **realtime**: the device runs beside the programs, as hardware does. Simulated time follows
+ *   wall time: what is due is delivered whether or not a program is in a verbs call, and a
+ *   doorbell rung after 3 us of computation lands 3 us later. When the model cannot keep up,
+ *   simulated time falls behind wall time by at most kMaxLagPs; beyond that the mapping slips
+ *   (the run is slower than real time, and the slowdown is reported).
+ * - **auto** (the default): lockstep while one thread of one process uses the simulated HCAs,
+ *   realtime from the moment a second one does.
+ *
+ * This file holds no SystemC: the mapping is plain arithmetic, unit-tested on its own.
+ */
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hcasim::sim {
+
+/** @brief The time model a run asked for. */
+enum class ClockMode : uint8_t { Auto, Lockstep, Realtime };
+
+/** @brief "auto", "lockstep" or "realtime". */
+const char* clock_mode_name(ClockMode m);
+/** @brief Parse a mode name; false (and @p m untouched) for anything else. */
+bool parse_clock_mode(const std::string& s, ClockMode& m);
+/** @brief One sentence for people: what the mode does. */
+const char* clock_mode_summary(ClockMode m);
+
+/** @brief How far simulated time may fall behind wall time before the mapping slips (100 us). */
+constexpr uint64_t kMaxLagPs = 100'000'000;
+/**
+ * @brief Events due this soon after the wall-clock instant run at once instead of being slept
+ * for (5 us): a thread cannot sleep that precisely, so simulated time may lead wall time by as
+ * much, never more.
+ */
+constexpr uint64_t kLeadPs = 5'000'000;
+
+/**
+ * @brief Simulated time as a function of wall time, for the realtime mode.
+ *
+ * target(wall) = sim0 + (wall - wall0) - slip. The slip grows whenever the model lags wall
+ * time by more than kMaxLagPs, so the target never runs further ahead of the model than that.
+ */
+class WallCoupling {
+ public:
+  /** @brief Couple simulated time @p sim_ps to wall time @p wall_ns (monotonic). */
+  void start(uint64_t sim_ps, uint64_t wall_ns);
+  bool started() const { return started_; }
+  /**
+   * @brief The simulated instant wall time @p wall_ns stands for, given the model is at
+   * @p now_ps; at most kMaxLagPs ahead of @p now_ps (a larger lag becomes slip).
+   */
+  uint64_t target(uint64_t now_ps, uint64_t wall_ns);
+  /** @brief Wall time (ns) at which simulated time @p sim_ps is due under the current mapping. */
+  uint64_t wall_at(uint64_t sim_ps) const;
+  /** @brief Simulated time given up so far because the model could not keep up. */
+  uint64_t slip_ps() const { return slip_ps_; }
+  /** @brief Simulated seconds per wall second since start (1.0 = real time). */
+  double sim_per_wall(uint64_t now_ps, uint64_t wall_ns) const;
+  uint64_t start_sim_ps() const { return sim0_ps_; }
+  uint64_t start_wall_ns() const { return wall0_ns_; }
+
+ private:
+  bool started_ = false;
+  uint64_t sim0_ps_ = 0, wall0_ns_ = 0, slip_ps_ = 0;
+};
+
+}  // namespace hcasim::sim
