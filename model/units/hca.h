@@ -86,6 +86,11 @@ class Hca {
                                         std::vector<InflightWrite>& out)>;
   /** @brief Set by the world; without one only this HCA's own requester QPs are asked. */
   void set_write_probe(WriteProbe p) { write_probe_ = std::move(p); }
+  /**
+   * @brief The clock the world runs (words of a hazard report): in lockstep the lost work is
+   * certain, in realtime the run lost a race that hardware could lose too.
+   */
+  void set_realtime_clock(bool on) { realtime_clock_ = on; }
   /** @brief Test hook: drop the next @p n received frames for which @p pred is true. */
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
 
@@ -112,6 +117,7 @@ class Hca {
   uint32_t drop_left_ = 0;
   uint64_t rx_dropped_ = 0;
   uint64_t hazards_ = 0;
+  bool realtime_clock_ = false;
   WriteProbe write_probe_;
 };
 

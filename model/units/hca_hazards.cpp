@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hazard reports: a program destroyed (or deregistered) an object while work touching it was
 // still in flight in the model. In the lockstep clock simulated time stands still between verbs
-// calls, so such work is always lost; on hardware it would be a race. The checks run only when
+// calls, so such work is always lost; on hardware it would be a race, and so it is in the
+// realtime clock, where the report says the run lost it. The checks run only when
 // a destroy command arrives, never per packet, and read state without changing it (no trace
 // event, counter or IOTLB effect unless a hazard is found).
 #include <cinttypes>
@@ -15,7 +16,8 @@ namespace hcasim::model {
 
 namespace {
 
-constexpr const char* kRace = "on hardware this is a race; here it is certain";
+constexpr const char* kRaceLockstep = "on hardware this is a race; here it is certain";
+constexpr const char* kRaceRealtime = "on hardware this is a race; this run lost it (realtime clock)";
 
 bool is_write(hw::WqeOpcode op) {
   return op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm;
@@ -46,7 +48,8 @@ void Hca::report_hazard(uint32_t qpn, const TraceFields& f, const std::string& w
   ++hazards_;
   HCASIM_TRACE(tracer_, Command, Error, qpn, TraceFields(f).set_flag(kTfError), "hazard: %s", what.c_str());
   // Always printed: it names a real bug in the program (use after destroy), not a setting.
-  std::fprintf(stderr, "%s: hazard: %s \xe2\x80\x94 %s\n", core_.id.name.c_str(), what.c_str(), kRace);
+  std::fprintf(stderr, "%s: hazard: %s \xe2\x80\x94 %s\n", core_.id.name.c_str(), what.c_str(),
+               realtime_clock_ ? kRaceRealtime : kRaceLockstep);
 }
 
 void Hca::qp_hazard(uint32_t qpn) {

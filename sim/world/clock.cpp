@@ -43,12 +43,12 @@ void WallCoupling::start(uint64_t sim_ps, uint64_t wall_ns) {
   slip_ps_ = 0;
 }
 
-uint64_t WallCoupling::target(uint64_t now_ps, uint64_t wall_ns) {
+uint64_t WallCoupling::target(uint64_t next_event_ps, uint64_t wall_ns) {
   const uint64_t elapsed_ps = wall_ns > wall0_ns_ ? (wall_ns - wall0_ns_) * 1000 : 0;
   uint64_t t = sim0_ps_ + elapsed_ps - slip_ps_;
-  if (t > now_ps + kMaxLagPs) {
-    slip_ps_ += t - (now_ps + kMaxLagPs);
-    t = now_ps + kMaxLagPs;
+  if (next_event_ps < t && t - next_event_ps > kMaxLagPs) {
+    slip_ps_ += t - (next_event_ps + kMaxLagPs);
+    t = next_event_ps + kMaxLagPs;
   }
   return t;
 }

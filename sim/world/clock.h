@@ -46,8 +46,9 @@ constexpr uint64_t kLeadPs = 5'000'000;
 /**
  * @brief Simulated time as a function of wall time, for the realtime mode.
  *
- * target(wall) = sim0 + (wall - wall0) - slip. The slip grows whenever the model lags wall
- * time by more than kMaxLagPs, so the target never runs further ahead of the model than that.
+ * target(wall) = sim0 + (wall - wall0) - slip. The slip grows whenever the model's oldest
+ * unprocessed event lags wall time by more than kMaxLagPs, so the target never runs further
+ * ahead of the work than that.
  */
 class WallCoupling {
  public:
@@ -55,10 +56,12 @@ class WallCoupling {
   void start(uint64_t sim_ps, uint64_t wall_ns);
   bool started() const { return started_; }
   /**
-   * @brief The simulated instant wall time @p wall_ns stands for, given the model is at
-   * @p now_ps; at most kMaxLagPs ahead of @p now_ps (a larger lag becomes slip).
+   * @brief The simulated instant wall time @p wall_ns stands for, given that the model's
+   * earliest unprocessed event is due at @p next_event_ps (~0: none). A model with nothing to do
+   * simply jumps there; one whose oldest event lags the instant by more than kMaxLagPs cannot
+   * keep up, and the excess becomes slip.
    */
-  uint64_t target(uint64_t now_ps, uint64_t wall_ns);
+  uint64_t target(uint64_t next_event_ps, uint64_t wall_ns);
   /** @brief Wall time (ns) at which simulated time @p sim_ps is due under the current mapping. */
   uint64_t wall_at(uint64_t sim_ps) const;
   /** @brief Simulated time given up so far because the model could not keep up. */

@@ -23,6 +23,8 @@ namespace hcasim::sim {
 namespace {
 /// Auto clock: this thread has been counted as a user of the device.
 thread_local bool t_counted = false;
+/// This thread is inside the kernel (run_to): an interrupt handler's doorbells are immediate.
+thread_local bool t_in_kernel = false;
 }  // namespace
 
 Engine& Engine::instance() {
@@ -234,7 +236,7 @@ void Engine::go_realtime(const std::string& why) {
     switch_ps_ = now_ps();
     switch_why_ = why;
     realtime_.store(true, std::memory_order_release);
-    if (on_switch_ && requested_ == ClockMode::Auto) on_switch_(why);
+    if (on_switch_) on_switch_(why);
   }
   wake_.notify_all();
   kick();
@@ -251,29 +253,78 @@ void Engine::run_to(uint64_t t) {
   // An interrupt handler runs inside the kernel and may ring a doorbell (re-arming its EQ):
   // that happens at the current instant, the kernel cannot be restarted from within.
   if (in_kernel_) return;
-  in_kernel_ = true;
+  in_kernel_ = t_in_kernel = true;
   const uint64_t now = now_ps();
-  if (t > now) sc_core::sc_start(sc_core::sc_time::from_value(t - now));
+  if (t > now) {
+    // A starved kernel does not move its clock; an event at t makes it (a doorbell rung after
+    // 20 us of computation must land 20 us later even when nothing happened in between).
+    static sc_core::sc_event* tick = new sc_core::sc_event;  // the kernel outlives every Engine user
+    tick->notify(sc_core::sc_time::from_value(t - now));
+    sc_core::sc_start(sc_core::sc_time::from_value(t - now));
+  }
   // sc_start(d) stops before the events due at the new time; run those delta cycles now.
   while (sc_core::sc_pending_activity_at_current_time()) sc_core::sc_start(sc_core::SC_ZERO_TIME);
-  in_kernel_ = false;
+  in_kernel_ = t_in_kernel = false;
 }
 
-bool Engine::sync_to_wall() {
+uint64_t Engine::wall_target(uint64_t wall_ns) {
+  const uint64_t next =
+      sc_core::sc_pending_activity() ? now_ps() + sc_core::sc_time_to_pending_activity().value() : ~0ull;
+  return std::max(now_ps(), wall_.target(next, wall_ns));
+}
+
+bool Engine::in_kernel_thread() { return t_in_kernel; }
+
+void Engine::post_mmio(void* device, MmioApply apply, uint32_t offset, uint64_t value) {
+  {
+    std::lock_guard<std::mutex> g(posted_mu_);
+    posted_.push_back({device, apply, offset, value, mono_ns(), {}});
+  }
+  kick();
+}
+
+void Engine::post_work(std::function<void()> fn) {
+  std::lock_guard<std::mutex> g(posted_mu_);
+  posted_.push_back({nullptr, nullptr, 0, 0, mono_ns(), std::move(fn)});
+}
+
+void Engine::apply_posted() {
+  {
+    std::lock_guard<std::mutex> g(posted_mu_);
+    if (posted_.empty()) return;
+    applying_.swap(posted_);
+  }
+  for (const PostedMmio& w : applying_) {
+    run_to(wall_target(w.rung_ns));
+    if (w.apply)
+      w.apply(w.device, w.offset, w.value);
+    else
+      w.fn();
+  }
+  applying_.clear();
+}
+
+bool Engine::sync_to_wall(uint64_t wall_ns) {
   if (!realtime()) return false;
   std::lock_guard<std::recursive_mutex> g(mu_);
   ensure_started();
   const sc_dt::uint64 deltas = sc_core::sc_delta_count();
-  run_to(wall_.target(now_ps(), mono_ns()));
+  if (!in_kernel_) apply_posted();
+  run_to(wall_target(wall_ns ? wall_ns : mono_ns()));
   return sc_core::sc_delta_count() != deltas;
 }
 
 uint64_t Engine::run_due(uint64_t slice_ps) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   ensure_started();
+  apply_posted();
   const uint64_t now = now_ps();
-  const uint64_t target = wall_.target(now, mono_ns());
-  if (target > now) run_to(std::min(target, now + slice_ps));
+  const uint64_t target = wall_target(mono_ns());
+  const uint64_t limit = std::min(target, now + slice_ps);
+  while (now_ps() < limit) {
+    run_to(std::min(limit, now_ps() + kRealtimePiecePs));
+    if (want_.load(std::memory_order_relaxed)) return 0;  // a program waits for the lock: let it in
+  }
   if (now_ps() < target) return 0;  // the slice ended before the wall-clock instant
   if (!sc_core::sc_pending_activity()) return ~0ull;
   // What is due within the lead runs now (a thread cannot nap that precisely).

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "clock.h"
 
@@ -36,6 +37,8 @@ namespace hcasim::sim {
 constexpr uint64_t kWaitQuantumPs = 100'000'000;
 /// Realtime: the longest stretch of simulated time the device thread runs under the lock (20 us).
 constexpr uint64_t kRealtimeSlicePs = 20'000'000;
+/// Realtime: within a slice, a program thread waiting for the lock gets it after at most this much (1 us).
+constexpr uint64_t kRealtimePiecePs = 1'000'000;
 
 class Engine {
  public:
@@ -43,6 +46,24 @@ class Engine {
 
   /** @brief The device lock: hold it to touch any model state. */
   std::recursive_mutex& mutex() { return mu_; }
+  /**
+   * @brief The device lock as a program thread takes it (a verbs call): in realtime the device
+   * thread ends its slice early for it, as a real CPU never waits for the HCA to finish work.
+   */
+  class ProgramLock {
+   public:
+    explicit ProgramLock(Engine& e) : e_(e) {
+      e_.want_.fetch_add(1, std::memory_order_relaxed);
+      e_.mu_.lock();
+      e_.want_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    ~ProgramLock() { e_.mu_.unlock(); }
+    ProgramLock(const ProgramLock&) = delete;
+    ProgramLock& operator=(const ProgramLock&) = delete;
+
+   private:
+    Engine& e_;
+  };
   /** @brief Run @p f with the device lock held. */
   template <typename F>
   void locked(F&& f) {
@@ -99,20 +120,37 @@ class Engine {
    */
   void note_thread();
   /**
-   * @brief Realtime: run what is due up to the wall-clock instant and move simulated time
-   * there, so what the caller does next (a doorbell, a command) happens at that instant.
-   * Returns true if any event ran. Does nothing in lockstep. Takes the lock.
+   * @brief Realtime: run what is due up to the wall-clock instant @p wall_ns (0: now) and move
+   * simulated time there, so what the caller does next (a doorbell, a command) happens at that
+   * instant. Callers pass the time the program rang, taken before waiting for the lock: a
+   * device busy with earlier work delays its handling, not the software's clock. Returns true if
+   * any event ran. Does nothing in lockstep. Takes the lock.
    */
-  bool sync_to_wall();
+  bool sync_to_wall(uint64_t wall_ns = 0);
   /**
    * @brief Realtime: run what is due by the wall clock (plus kLeadPs), at most @p slice_ps of
    * simulated time. Returns the wall time in ns until the next event is due (0: more is due
    * now; ~0: nothing is scheduled). Takes the lock.
    */
   uint64_t run_due(uint64_t slice_ps);
+  /** @brief Applies a posted MMIO write to its device (post_mmio). */
+  using MmioApply = void (*)(void* device, uint32_t offset, uint64_t value);
+  /**
+   * @brief Realtime: a posted MMIO write (an SQ doorbell), as on PCIe: the program does not
+   * wait for the device. It is applied, in order, at the simulated instant it was rung (or as
+   * soon as the model gets there, when it lags) by whichever thread next runs the kernel.
+   */
+  void post_mmio(void* device, MmioApply apply, uint32_t offset, uint64_t value);
+  /**
+   * @brief Realtime: like post_mmio(), for other work a program hands the device without
+   * waiting (a driver trace line), kept in order with the MMIO writes. No kick: it wakes nobody.
+   */
+  void post_work(std::function<void()> fn);
+  /** @brief True on a thread that is inside the kernel (an interrupt handler). */
+  static bool in_kernel_thread();
   /** @brief The clock line of --stats ("clock: realtime, 0.41 simulated s per wall s, ..."). */
   std::string clock_report();
-  /** @brief Register @p f to hear when the run switches to realtime (the trace notes it). */
+  /** @brief Register @p f to hear when the run goes realtime (the trace notes it, hazards word it). */
   void on_clock_switch(std::function<void(const std::string& why)> f) { on_switch_ = std::move(f); }
   /** @} */
 
@@ -127,6 +165,10 @@ class Engine {
   void ensure_started();
   /** @brief Run every event due before @p t, move time to @p t, run its delta cycles. */
   void run_to(uint64_t t);
+  /** @brief Realtime: apply the posted MMIO writes (under the lock). */
+  void apply_posted();
+  /** @brief Realtime: the simulated instant the wall clock stands for now (never in the past). */
+  uint64_t wall_target(uint64_t wall_ns);
   void device_thread();
   /** @brief Lockstep fallback: one round of the quiet-period advancer. */
   void idle_round(bool& ran);
@@ -150,6 +192,16 @@ class Engine {
   WallCoupling wall_;            ///< realtime: simulated time against wall time (under the lock)
   std::atomic<int> threads_{0};  ///< auto: distinct threads that used the device
   bool in_kernel_ = false;       ///< run_to() is inside sc_start (under the lock)
+  std::atomic<int> want_{0};     ///< program threads waiting for the lock (ProgramLock)
+  struct PostedMmio {
+    void* device;
+    MmioApply apply;
+    uint32_t offset;
+    uint64_t value, rung_ns;
+    std::function<void()> fn;  ///< post_work (apply == nullptr)
+  };
+  std::mutex posted_mu_;  ///< guards posted_ only (taken briefly, never with mu_ inside)
+  std::vector<PostedMmio> posted_, applying_;
   std::string switch_why_;
   uint64_t switch_ps_ = 0;
   std::function<void(const std::string&)> on_switch_;

@@ -104,35 +104,45 @@ class SimLink : public drv::HcaLink {
   void exec(hw::CmdMailbox& mb) override {
     Engine& e = Engine::instance();
     e.note_thread();
-    std::lock_guard<std::recursive_mutex> g(e.mutex());
+    const uint64_t issued = Engine::mono_ns();
+    Engine::ProgramLock g(e);
     e.note_call();
-    e.sync_to_wall();
+    e.sync_to_wall(issued);
     hca_.execute(mb);
   }
   void mmio_write64(uint32_t offset, uint64_t value) override {
     Engine& e = Engine::instance();
     e.note_thread();
+    if (e.realtime() && offset == hw::kUarSqDoorbell && !Engine::in_kernel_thread()) {
+      // Posted, as PCIe writes are: the program goes on while the device catches up. (CQ and EQ
+      // arms stay immediate: a program polls right after arming and must not miss a CQE.)
+      e.post_mmio(
+          &hca_, [](void* h, uint32_t o, uint64_t v) { static_cast<model::Hca*>(h)->mmio_write(o, v); },
+          offset, value);
+      return;
+    }
+    const uint64_t rung = Engine::mono_ns();
     {
-      std::lock_guard<std::recursive_mutex> g(e.mutex());
+      Engine::ProgramLock g(e);
       e.note_call();
-      e.sync_to_wall();
+      e.sync_to_wall(rung);
       hca_.mmio_write(offset, value);
     }
     e.kick();
   }
   bool iommu_map(uint64_t iova, void* hva, uint64_t len) override {
-    std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
+    Engine::ProgramLock g(Engine::instance());
     const bool ok = hca_.iommu_map(iova, hva, len);
     if (ok && shadow_) shadow_->map(iova, hva, len);
     return ok;
   }
   void iommu_unmap(uint64_t iova) override {
-    std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
+    Engine::ProgramLock g(Engine::instance());
     hca_.iommu_unmap(iova);
     if (shadow_) shadow_->unmap(iova);
   }
   void set_irq_handler(std::function<void(uint32_t)> isr) override {
-    std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
+    Engine::ProgramLock g(Engine::instance());
     hca_.set_irq_handler(std::move(isr));
   }
   bool wait_progress() override {
@@ -156,7 +166,16 @@ class SimLink : public drv::HcaLink {
   bool trace_on() const override { return const_cast<model::Hca&>(hca_).tracer().on(); }
   void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const trace::TraceFields& f,
              const char* text) override {
-    std::lock_guard<std::recursive_mutex> g(Engine::instance().mutex());
+    Engine& e = Engine::instance();
+    if (e.realtime() && !Engine::in_kernel_thread()) {
+      // In order with the posted doorbells, at the instant the program traced, without waiting.
+      e.post_work([this, kind, qpn, has_wr, wr_id, f, s = std::string(text)] {
+        auto& t = hca_.tracer();
+        if (t.on()) t.record(model::TraceUnit::Driver, kind, qpn, has_wr, wr_id, f, s);
+      });
+      return;
+    }
+    Engine::ProgramLock g(Engine::instance());
     auto& t = hca_.tracer();
     if (t.on()) t.record(model::TraceUnit::Driver, kind, qpn, has_wr, wr_id, f, text);
   }
@@ -227,7 +246,8 @@ World::World(const WorldConfig& cfg)
     links_.push_back(std::make_unique<SimLink>(*hcas_[i], i < shadows_.size() ? shadows_[i].get() : nullptr));
   Engine& e = Engine::instance();
   e.on_clock_switch([this](const std::string& why) {
-    if (text_) text_->note("clock: realtime from here (" + why + ")");
+    if (text_ && cfg_.clock == ClockMode::Auto) text_->note("clock: realtime from here (" + why + ")");
+    for (auto& h : hcas_) h->set_realtime_clock(true);
   });
   e.set_clock(cfg.clock);
   if (cfg.device_thread) e.start_idle_advancer(cfg.idle_us);

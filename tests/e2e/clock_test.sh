@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Software time in the two clocks: spin_between_posts posts a WRITE, computes for SPIN_US of
+# wall time, posts another. The trace's SQ doorbells of hcasim0 must be exactly 0 ns apart in
+# lockstep (software time is free there) and at least SPIN_US - 5 us apart in realtime (the
+# device may lead the wall clock by up to 5 us, clock.h kLeadPs), and no more than a generous
+# bound (a loaded machine may preempt the program, which on hardware would take as long).
+#
+#   clock_test.sh HCASIM SPIN_BETWEEN_POSTS [SPIN_US]
+set -u
+hcasim=$1 prog=$2 spin=${3:-20}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hcasim-clock.XXXXXX") || fail mktemp
+trap 'rm -rf "$tmp"' EXIT
+
+# The two SQ doorbells' simulated times (ns) on hcasim0, one per line.
+doorbells() {
+  awk '!/^#/ && $2 == "hcasim0" && $3 == "doorbell" && /SQ doorbell/ {print $1}' "$1"
+}
+gap_ns() {  # the second doorbell's time minus the first's, in ns (integer)
+  doorbells "$1" | awk 'NR==1 {a=$1} NR==2 {b=$1} END {if (NR != 2) print "none"; else printf "%d\n", b - a}'
+}
+
+for mode in lockstep realtime; do
+  "$hcasim" run --clock "$mode" --idle-us 0 --trace "$tmp/$mode.trace" --trace-filter unit=doorbell --stats \
+    -- "$prog" "$spin" >"$tmp/$mode.out" 2>&1 || { cat "$tmp/$mode.out"; fail "$mode run failed"; }
+  head -1 "$tmp/$mode.trace" | grep -q "clock $mode" || fail "$mode: the trace does not name its clock"
+  grep -q "^clock: $mode" "$tmp/$mode.out" || fail "$mode: --stats does not name its clock"
+  gap=$(gap_ns "$tmp/$mode.trace")
+  [ "$gap" != none ] || { cat "$tmp/$mode.trace"; fail "$mode: expected two SQ doorbells on hcasim0"; }
+  echo "$mode: second doorbell $gap ns after the first ($spin us of computation between the posts)"
+  eval "gap_$mode=$gap"
+done
+[ "$gap_lockstep" -eq 0 ] || fail "lockstep: doorbells $gap_lockstep ns apart, expected 0"
+[ "$gap_realtime" -ge $(( (spin - 5) * 1000 )) ] || fail "realtime: doorbells only $gap_realtime ns apart"
+[ "$gap_realtime" -le $(( spin * 1000 + 50000000 )) ] || fail "realtime: doorbells $gap_realtime ns apart"
+grep -q "simulated s per wall s" "$tmp/realtime.out" || fail "realtime: --stats has no slowdown figure"
+echo "PASS"
