@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli.h"
+#include "clock.h"
 #include "protocol.h"
 #include "timing_profile.h"
 
@@ -110,7 +111,8 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
     o.env.emplace_back("HCASIM_SEED", v);
   } else if (a == "--clock") {
     const char* v = value();
-    if (!v || (std::strcmp(v, "auto") && std::strcmp(v, "lockstep") && std::strcmp(v, "realtime")))
+    sim::ClockMode m;
+    if (!v || !sim::parse_clock_mode(v, m))
       return err("--clock: expected auto, lockstep or realtime, got '%s' (docs/architecture.md#time)",
                  v ? v : "");
     o.env.emplace_back("HCASIM_CLOCK", v);

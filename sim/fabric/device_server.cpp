@@ -487,6 +487,7 @@ bool DeviceServer::on_trace(Conn& c, const Msg& m) {
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
   auto& t = hca->tracer();
   if (!t.on()) return true;
+  sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
   if (tm.kind != model::TraceKind::Post && tm.kind != model::TraceKind::Interrupt)
     return bad(c, m, "malformed TRACE (kind)");
   t.record(model::TraceUnit::Driver, tm.kind, tm.qpn, tm.has_wr != 0, tm.wr_id, tm.fields, std::move(text));
