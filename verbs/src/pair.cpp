@@ -160,12 +160,18 @@ Pair::~Pair() {
       drain();
     } catch (...) {
     }
+    settleAcks(std::chrono::milliseconds(20));
   }
   // Under the device's pair lock: the loop thread cannot be dispatching an event to us, and
   // once our CQ is gone no event for it can be fetched.
   std::lock_guard<std::recursive_mutex> g(dev_->pairsMu_);
   dev_->detach(this);
   if (eventsUnacked_) ibv_ack_cq_events(cq_, eventsUnacked_);
+  // What arrived after the close handshake (a peer's last credit ack) is of no use now; polled,
+  // it is not left in a CQ about to be destroyed.
+  ibv_wc wc[16];
+  while (ibv_poll_cq(cq_, 16, wc) > 0) {
+  }
   ibv_destroy_qp(qp_);
   ibv_dereg_mr(recvMr_);
   ibv_dereg_mr(sendMr_);
@@ -600,6 +606,20 @@ bool Pair::tryRecv(uint32_t tag, std::vector<uint8_t>& out) {
   out = std::move(it->bytes);
   inbox_.erase(it);
   return true;
+}
+
+void Pair::settleAcks(std::chrono::milliseconds timeout) {
+  // The last flow-control acks: their ACKs are microseconds away unless the peer already
+  // destroyed its QP (then they never come). Destroying ours before they arrive abandons work
+  // in flight, which the simulator reports as a hazard; so wait a little, never long.
+  std::unique_lock<std::mutex> lk(mu_);
+  ++sendWaiters_;
+  try {
+    waitFor(
+        lk, [&] { return fc_.quiescent(); }, deadline(timeout), "the last acks to complete");
+  } catch (...) {
+  }
+  --sendWaiters_;
 }
 
 void Pair::drain(std::optional<std::chrono::milliseconds> timeout) {

@@ -124,6 +124,8 @@ class Pair {
   std::string error() const;
 
  private:
+  /** @brief At teardown: wait up to @p timeout for the flow-control acks too (see pair.cpp). */
+  void settleAcks(std::chrono::milliseconds timeout);
   friend class Device;
   friend class SendBuffer;
   friend class RecvBuffer;
