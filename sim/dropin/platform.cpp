@@ -54,7 +54,9 @@ HCASIM_EXPORT uint64_t hcasim_sim_now_ns(void) {
     return v;
   }
   auto& e = hcasim::sim::Engine::instance();
-  std::lock_guard<std::recursive_mutex> g(e.mutex());
+  const uint64_t asked = hcasim::sim::Engine::mono_ns();
+  hcasim::sim::Engine::ProgramLock g(e);
+  e.sync_to_wall(asked);  // realtime: the model's clock may rest at its last event; now is later
   return e.now_ps() / 1000;
 }
 
