@@ -8,7 +8,7 @@
 namespace hcasim::sim {
 namespace {
 
-constexpr uint64_t kNone = ~0ull;  // no event pending
+constexpr uint64_t kNone = ~0ull;    // no event pending
 constexpr uint64_t kUs = 1'000'000;  // ps
 
 TEST(ClockMode, NamesRoundTripAndOthersAreRefused) {
@@ -27,8 +27,8 @@ TEST(ClockMode, NamesRoundTripAndOthersAreRefused) {
 
 TEST(WallCoupling, SimulatedTimeFollowsWallTimeFromTheStart) {
   WallCoupling w;
-  w.start(5 * kUs, 1'000'000);                    // 5 us simulated at wall 1 ms
-  EXPECT_EQ(w.target(kNone, 1'000'000), 5 * kUs);  // no time passed
+  w.start(5 * kUs, 1'000'000);                      // 5 us simulated at wall 1 ms
+  EXPECT_EQ(w.target(kNone, 1'000'000), 5 * kUs);   // no time passed
   EXPECT_EQ(w.target(kNone, 1'020'000), 25 * kUs);  // 20 us of wall later
   EXPECT_EQ(w.wall_at(25 * kUs), 1'020'000u);
   EXPECT_EQ(w.slip_ps(), 0u);

@@ -612,22 +612,22 @@ void Pair::settleAcks(std::chrono::milliseconds timeout) {
   // The last flow-control acks: their ACKs are microseconds away unless the peer already
   // destroyed its QP (then they never come). Destroying ours before they arrive abandons work
   // in flight, which the simulator reports as a hazard; so wait a little, never long.
-  std::unique_lock<std::mutex> lk(mu_);
-  ++sendWaiters_;
   try {
-    waitFor(
-        lk, [&] { return fc_.quiescent(); }, deadline(timeout), "the last acks to complete");
+    waitSends([&] { return fc_.quiescent(); }, timeout, "the last acks to complete");
   } catch (...) {
   }
-  --sendWaiters_;
 }
 
 void Pair::drain(std::optional<std::chrono::milliseconds> timeout) {
+  waitSends([&] { return fc_.dataQuiescent(); }, timeout, "all queued work to complete");
+}
+
+template <typename Pred>
+void Pair::waitSends(Pred done, std::optional<std::chrono::milliseconds> timeout, const char* what) {
   std::unique_lock<std::mutex> lk(mu_);
-  ++sendWaiters_;
+  ++sendWaiters_;  // completions are handled for us while we wait
   try {
-    waitFor(
-        lk, [&] { return fc_.dataQuiescent(); }, deadline(timeout), "all queued work to complete");
+    waitFor(lk, done, deadline(timeout), what);
   } catch (...) {
     --sendWaiters_;
     throw;

@@ -186,6 +186,9 @@ class Pair {
   template <class Pred>
   void waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_point deadline, const char* what);
   Clock::time_point deadline(std::optional<std::chrono::milliseconds> t) const;
+  /** @brief Wait, as a sender, until @p done (throws on timeout or failure, like waitFor). */
+  template <typename Pred>
+  void waitSends(Pred done, std::optional<std::chrono::milliseconds> timeout, const char* what);
 
   void removeSendBuffer(SendBuffer* b);
   void removeRecvBuffer(RecvBuffer* b);
