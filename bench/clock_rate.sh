@@ -13,8 +13,10 @@ set -eu
 build=$1; ops=${2:-100000}
 tmp=$(mktemp -d /tmp/clock-rate.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-printf 'clock rate: RDMA WRITE stream, %s ops per row, one process, one thread (load average %s)\n' \
-  "$ops" "$(cut -d' ' -f1-3 /proc/loadavg)"
+# The model's speed sets the realtime figures: name the build type (unset: unoptimised).
+btype=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+printf 'clock rate: RDMA WRITE stream, %s ops per row, one process, one thread (build type %s; load average %s)\n' \
+  "$ops" "${btype:-none}" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%8s %-9s %12s %12s %14s %14s %12s\n' size clock ops/wall-s wall-s "sim-s/wall-s" \
   "engine-rate" "slip(us)"
 for size in 64 4096; do

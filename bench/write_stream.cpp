@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
   const double sim_s = double(sim_now_ns() - s0) / 1e9;
 
   // One line, key=value, for scripts (bench/clock_rate.sh reads it).
-  std::printf("write_stream: size=%u ops=%llu wall_s=%.6f sim_s=%.6f ops_per_wall_s=%.0f sim_s_per_wall_s=%.4f\n",
-              size, static_cast<unsigned long long>(ops), wall_s, sim_s, double(ops) / wall_s, sim_s / wall_s);
+  std::printf(
+      "write_stream: size=%u ops=%llu wall_s=%.6f sim_s=%.6f ops_per_wall_s=%.0f sim_s_per_wall_s=%.4f\n",
+      size, static_cast<unsigned long long>(ops), wall_s, sim_s, double(ops) / wall_s, sim_s / wall_s);
   return 0;
 }
