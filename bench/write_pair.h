@@ -2,10 +2,13 @@
 /**
  * @file write_pair.h
  * @brief Two RC QPs on the first two simulated devices, connected, each with one registered
- *        buffer: the workload setup the benchmarks share (public ibverbs API only).
+ *        buffer: the workload setup the benchmarks share (public ibverbs API only; the
+ *        simulator's own functions are looked up with dlsym, so a program using only this
+ *        header needs nothing but <infiniband/verbs.h> and libdl).
  */
 #pragma once
 
+#include <dlfcn.h>
 #include <infiniband/verbs.h>
 
 #include <algorithm>
@@ -16,8 +19,6 @@
 #include <cstring>
 #include <vector>
 
-#include "hcasim/sim_control.h"
-
 namespace bench {
 
 inline double wall_now() {
@@ -27,6 +28,12 @@ inline double wall_now() {
 [[noreturn]] inline void die(const char* what) {
   std::fprintf(stderr, "%s: %s\n", what, std::strerror(errno));
   std::exit(1);
+}
+
+/** @brief The simulator's exported function @p name (sim_control.h), or null on other libibverbs. */
+template <typename Fn>
+Fn* sim_function(const char* name) {
+  return reinterpret_cast<Fn*>(dlsym(RTLD_DEFAULT, name));
 }
 
 struct Side {
@@ -97,7 +104,8 @@ inline void connect(Side& s, const Side& peer) {
 inline bool open_simulated_pair(Side& a, Side& b, const char* who) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n < 2 || !hcasim_sim_present()) {
+  auto* present = sim_function<int()>("hcasim_sim_present");
+  if (!list || n < 2 || !present || !present()) {
     std::fprintf(stderr, "%s: needs two simulated devices (run it directly, not on hardware)\n", who);
     return false;
   }

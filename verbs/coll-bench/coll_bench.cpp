@@ -661,24 +661,38 @@ double pct(std::vector<double> v, double q) {
   return v[i];
 }
 
+// The simulator's time model as `hcasim run --clock` hands it down (HCASIM_CLOCK; unset: auto,
+// which is realtime as soon as a second thread or process uses the device).
+std::string simClock() {
+  const char* c = std::getenv("HCASIM_CLOCK");
+  return c && *c ? c : "auto";
+}
+
 void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where,
                  const std::string& gloo) {
   std::printf("# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s, segment %zu B\n",
               o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(),
               dataTypeName(o.type), reduceOpName(o.redop), allreduceAlgorithmName(o.coll.algorithm),
               o.coll.segmentBytes);
-  std::printf("# clock: %s; %d warm-up + %d timed iterations per size; time = slowest rank per iteration\n",
-              sim ? "simulated time (hcasim_sim_now_ns)" : "wall clock", o.warmup, o.iters);
+  const std::string model = sim ? simClock() : "";
+  std::printf(
+      "# clock: %s%s%s; %d warm-up + %d timed iterations per size; time = slowest rank per iteration\n",
+      sim ? "simulated time (hcasim_sim_now_ns, hcasim clock " : "wall clock", model.c_str(), sim ? ")" : "",
+      o.warmup, o.iters);
+  if (sim && model != "lockstep" && ctx.size() > 1)
+    std::printf(
+        "# note: in the realtime clock software time counts: these times include how fast the host runs\n"
+        "#       the ranks and the model (the --stats clock line gives the slip; docs/verbs.md).\n");
   if (!gloo.empty()) {
     std::printf(
         "# compare: %s; same inputs, warm-up, iterations and clock; ratio = hcasim-verbs time / Gloo time "
         "(below 1: hcasim-verbs faster)\n",
         gloo.c_str());
-    if (sim && o.mode == PollMode::Event)
+    if (sim && model == "lockstep" && o.mode == PollMode::Event)
       std::printf(
-          "# note: Gloo's async mode waits outside verbs calls (poll(2), condition variables): on the\n"
-          "#       simulator time then moves while its software runs only after a quiet period, so its\n"
-          "#       simulated times are optimistic for small sizes (docs/verbs.md).\n");
+          "# note: Gloo's async mode waits outside verbs calls (poll(2), condition variables): in the\n"
+          "#       lockstep clock time then moves while its software runs only after a quiet period, so\n"
+          "#       its simulated times are optimistic for small sizes (docs/verbs.md).\n");
   }
   std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s", "size(B)", "count", "type",
               "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p90(us)", "p99(us)", "max(us)",
