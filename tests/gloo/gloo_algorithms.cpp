@@ -80,6 +80,7 @@ struct Options {
   int count = 4099;
   bool immediate = false;
   int timeoutMs = 30000;
+  int lingerUs = 0;  // a pause before the teardown (diagnosis: how late the last completions come)
 };
 
 [[noreturn]] void usage(int rc) {
@@ -101,6 +102,8 @@ struct Options {
                "  --teardown MODE      checked (default): check the result, then destroy the algorithm;\n"
                "                       immediate: destroy the algorithm right after run(), then check\n"
                "  --timeout-ms MS      Gloo context timeout (default 30000)\n"
+               "  --linger-us US       sleep US microseconds before destroying the algorithm (default 0;\n"
+               "                       a diagnosis aid, no application does this)\n"
                "exit status: 0 pass, 1 wrong result, 2 usage error, 3 Gloo exception\n");
   std::exit(rc);
 }
@@ -146,7 +149,7 @@ void validate(const Options& o) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  enum { kAlgo = 256, kRank, kSize, kThreads, kStore, kDevice, kPort, kGid, kCount, kTeardown, kTimeout, kHelp };
+  enum { kAlgo = 256, kRank, kSize, kThreads, kStore, kDevice, kPort, kGid, kCount, kTeardown, kTimeout, kLinger, kHelp };
   static const option longs[] = {{"algo", required_argument, nullptr, kAlgo},
                                  {"rank", required_argument, nullptr, kRank},
                                  {"size", required_argument, nullptr, kSize},
@@ -158,6 +161,7 @@ Options parse(int argc, char** argv) {
                                  {"count", required_argument, nullptr, kCount},
                                  {"teardown", required_argument, nullptr, kTeardown},
                                  {"timeout-ms", required_argument, nullptr, kTimeout},
+                                 {"linger-us", required_argument, nullptr, kLinger},
                                  {"help", no_argument, nullptr, kHelp},
                                  {nullptr, 0, nullptr, 0}};
   opterr = 0;
@@ -184,6 +188,7 @@ Options parse(int argc, char** argv) {
         o.immediate = a == "immediate";
         break;
       case kTimeout: o.timeoutMs = parseInt("--timeout-ms", a, 1, 3600 * 1000); break;
+      case kLinger: o.lingerUs = parseInt("--linger-us", a, 0, 60 * 1000 * 1000); break;
       case 'h':
       case kHelp: usage(0);
       case '?':
@@ -407,6 +412,7 @@ RankResult runRank(const Options& o, int rank, int size, const std::string& stor
   const double t0 = nowMs();
   st->algo->run();
   const double runMs = nowMs() - t0;
+  if (o.lingerUs) std::this_thread::sleep_for(std::chrono::microseconds(o.lingerUs));
   if (o.immediate) st->algo.reset();  // Gloo's own race: the last sends may not be handled yet
   const Verdict v = st->job->check();
   // The teardown, as an application's scope exit would do it: the algorithm, the context (its
