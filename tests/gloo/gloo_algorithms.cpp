@@ -62,8 +62,8 @@ namespace {
 constexpr int kExitOk = 0, kExitWrong = 1, kExitUsage = 2, kExitError = 3;
 constexpr const char* kProg = "gloo_algorithms";
 
-const std::vector<std::string> kAlgos = {"AllreduceRing",     "AllreduceRingChunked", "AllreduceHalvingDoubling",
-                                         "AllreduceBcube",    "BroadcastOneToAll",    "AllgatherRing",
+const std::vector<std::string> kAlgos = {"AllreduceRing",  "AllreduceRingChunked", "AllreduceHalvingDoubling",
+                                         "AllreduceBcube", "BroadcastOneToAll",    "AllgatherRing",
                                          "BarrierAllToAll"};
 
 struct UsageError : std::runtime_error {
@@ -149,7 +149,21 @@ void validate(const Options& o) {
 
 Options parse(int argc, char** argv) {
   Options o;
-  enum { kAlgo = 256, kRank, kSize, kThreads, kStore, kDevice, kPort, kGid, kCount, kTeardown, kTimeout, kLinger, kHelp };
+  enum {
+    kAlgo = 256,
+    kRank,
+    kSize,
+    kThreads,
+    kStore,
+    kDevice,
+    kPort,
+    kGid,
+    kCount,
+    kTeardown,
+    kTimeout,
+    kLinger,
+    kHelp
+  };
   static const option longs[] = {{"algo", required_argument, nullptr, kAlgo},
                                  {"rank", required_argument, nullptr, kRank},
                                  {"size", required_argument, nullptr, kSize},
@@ -294,8 +308,8 @@ class BroadcastJob : public Job {  // root 0
   BroadcastJob(int rank, int count) : rank_(rank), buf_(size_t(count)) {}
   std::unique_ptr<gloo::Algorithm> build(const std::shared_ptr<gloo::Context>& ctx) override {
     for (size_t i = 0; i < buf_.size(); ++i) buf_[i] = rank_ == 0 ? input(0, i) : sentinel(i);
-    return std::make_unique<gloo::BroadcastOneToAll<float>>(ctx, std::vector<float*>{buf_.data()}, buf_.size(),
-                                                            0, 0);
+    return std::make_unique<gloo::BroadcastOneToAll<float>>(ctx, std::vector<float*>{buf_.data()},
+                                                            buf_.size(), 0, 0);
   }
   Verdict check() override {
     return compare(buf_, [](size_t i) { return input(0, i); });
@@ -313,8 +327,8 @@ class AllgatherJob : public Job {
   std::unique_ptr<gloo::Algorithm> build(const std::shared_ptr<gloo::Context>& ctx) override {
     for (size_t i = 0; i < count_; ++i) in_[i] = input(rank_, i);
     for (size_t i = 0; i < out_.size(); ++i) out_[i] = sentinel(i);
-    return std::make_unique<gloo::AllgatherRing<float>>(ctx, std::vector<const float*>{in_.data()}, out_.data(),
-                                                        int(count_));
+    return std::make_unique<gloo::AllgatherRing<float>>(ctx, std::vector<const float*>{in_.data()},
+                                                        out_.data(), int(count_));
   }
   Verdict check() override {
     return compare(out_, [&](size_t i) { return input(int(i / count_), i % count_); });
@@ -426,11 +440,13 @@ RankResult runRank(const Options& o, int rank, int size, const std::string& stor
   RankResult res;
   if (v.wrong) {
     res.status = kExitWrong;
-    res.error = std::to_string(v.wrong) + " of " + std::to_string(v.checked) + " elements wrong, first " + v.first;
-    say(stdout, "%s: WRONG algo=%s rank=%d size=%d count=%d teardown=%s: %s\n", kProg, o.algo.c_str(), rank, size,
-        o.count, td, res.error.c_str());
+    res.error =
+        std::to_string(v.wrong) + " of " + std::to_string(v.checked) + " elements wrong, first " + v.first;
+    say(stdout, "%s: WRONG algo=%s rank=%d size=%d count=%d teardown=%s: %s\n", kProg, o.algo.c_str(), rank,
+        size, o.count, td, res.error.c_str());
   } else {
-    say(stdout, "%s: PASS algo=%s rank=%d size=%d count=%d teardown=%s checked=%zu checksum=%016" PRIx64
+    say(stdout,
+        "%s: PASS algo=%s rank=%d size=%d count=%d teardown=%s checked=%zu checksum=%016" PRIx64
         " run_ms=%.2f\n",
         kProg, o.algo.c_str(), rank, size, o.count, td, v.checked, v.checksum, runMs);
   }
@@ -503,10 +519,10 @@ bool pickDevices(const Options& o, std::vector<std::string>& devs) {
     else if (o.threads > 0)
       devs[r] = "hcasim" + std::to_string(r);
     if (!devs[r].empty() && std::find(have.begin(), have.end(), devs[r]) == have.end()) {
-      std::fprintf(stderr, "%s: no ibverbs device '%s' (available: %s)%s\n", kProg, devs[r].c_str(),
-                   join(have).c_str(),
-                   o.threads > 0 && o.devices.empty() ? "; on the simulator set HCASIM_HOSTS to the rank count"
-                                                      : "");
+      std::fprintf(
+          stderr, "%s: no ibverbs device '%s' (available: %s)%s\n", kProg, devs[r].c_str(),
+          join(have).c_str(),
+          o.threads > 0 && o.devices.empty() ? "; on the simulator set HCASIM_HOSTS to the rank count" : "");
       return false;
     }
   }
@@ -546,7 +562,8 @@ int main(int argc, char** argv) {
   if (o.threads > 0) dir += "/gloo_algorithms." + std::to_string(getpid());
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    std::fprintf(stderr, "%s: cannot create store directory %s: %s\n", kProg, dir.c_str(), ec.message().c_str());
+    std::fprintf(stderr, "%s: cannot create store directory %s: %s\n", kProg, dir.c_str(),
+                 ec.message().c_str());
     return kExitUsage;
   }
   if (o.threads > 0) return runThreads(o, dir, devs);
