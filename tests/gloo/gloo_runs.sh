@@ -125,11 +125,11 @@ launch() {
       done
       rc=0
       for ((r = 0; r < ranks; r++)); do
-        wait "${pids[$r]}"
+        { wait "${pids[$r]}"; } 2> /dev/null  # no "Aborted" job report from bash
         local st=$?
         rank_rcs+=" $st"
         if [ $st -eq 124 ] || [ $st -eq 137 ]; then rc=124; elif [ $rc -eq 0 ]; then rc=$st; fi
-        [ $st -gt 128 ] && [ $st -ne 137 ] && echo "gloo_runs: rank $r died of signal $((st - 128)) ($(kill -l $((st - 128)) 2> /dev/null))" >> "$log.rank$r"
+        [ $st -gt 128 ] && [ $st -ne 137 ] && echo "gloo_runs: rank $r died of signal $((st - 128))" >> "$log.rank$r"
       done
       for ((r = 0; r < ranks; r++)); do sed "s/^/[rank $r] /" "$log.rank$r"; rm -f "$log.rank$r"; done > "$log" ;;
   esac
@@ -149,7 +149,10 @@ classify() {
     {
       sed -n 's/.*\[enforce fail at [^]]*\/\([^/]*:[0-9]*\)\] \(.*\)/\1 \2/p' "$log" | cut -c1-90
       grep -o 'gloo_algorithms: ERROR .*' "$log" | sed 's/.*: \(gloo::[A-Za-z]*\|exception\): /exception \1: /' | cut -c1-90
-      grep -o "died of signal [0-9]* ([^)]*)" "$log" | sed 's/died of //'
+      # hcasim run says "died of signal 6 (Aborted)", the direct world "died of signal 6".
+      for sig in $(grep -o "died of signal [0-9]*" "$log" | sed 's/.* //' | sort -u); do
+        echo "signal $sig (SIG$(kill -l "$sig" 2> /dev/null))"
+      done
     } | sort -u | paste -sd '\t'
   )
   [ -n "$msgs" ] || msgs="exit status $rc, $passes of $ranks ranks passed, no message"
