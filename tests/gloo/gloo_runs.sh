@@ -111,7 +111,7 @@ launch() {
       local args=()
       for ((r = 0; r < ranks; r++)); do
         [ $r -gt 0 ] && args+=(:::)
-        args+=("$prog" --rank $r --size "$ranks" --store "$store" "${common[@]}")
+        args+=("$prog" --rank "$r" --size "$ranks" --store "$store" "${common[@]}")
       done
       timeout -k 5 "$timeout_s" "$hcasim" run "${hopts[@]}" -- "${args[@]}" > "$log" 2>&1
       rc=$? ;;
@@ -119,7 +119,7 @@ launch() {
       # One time limit per rank (each its own timeout(1), all started together).
       local pids=()
       for ((r = 0; r < ranks; r++)); do
-        timeout -k 5 "$timeout_s" "$prog" --rank $r --size "$ranks" --store "$store" --device "$device" \
+        timeout -k 5 "$timeout_s" "$prog" --rank "$r" --size "$ranks" --store "$store" --device "$device" \
           "${common[@]}" > "$log.rank$r" 2>&1 &
         pids+=($!)
       done
@@ -180,8 +180,8 @@ for algo in "${algos[@]}"; do
       hang) n_hang=$((n_hang + 1)) ;;
       abort)
         n_abort=$((n_abort + 1))
-        IFS=$'\t' read -ra ms <<< "${verdict#abort$'\t'}"
-        for m in "${ms[@]}"; do msgcount[$m]=$((${msgcount[$m]:-0} + 1)); done ;;
+        IFS=$'\t' read -ra parts <<< "${verdict#abort$'\t'}"
+        for m in "${parts[@]}"; do msgcount[$m]=$((${msgcount[$m]:-0} + 1)); done ;;
     esac
     [ $verbose -eq 1 ] && printf 'gloo_runs: %s launch %d: %s (status %s%s)\n' "$algo" "$k" \
       "$(echo "$verdict" | tr '\t' ';')" "$rc" "${rank_rcs:+, ranks:$rank_rcs}" >&2
