@@ -443,9 +443,12 @@ bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
   DoorbellMsg dm{};
   model::Hca* hca = payload_hca(c, m, dm);
   if (!hca) return bad(c, m, "malformed DOORBELL");
-  sim::Engine::instance().locked([&] {
-    sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
+  auto& e = sim::Engine::instance();
+  e.locked([&] {
+    e.sync_to_wall();  // realtime: at the wall-clock instant
     hca->mmio_write(dm.offset, dm.value);
+    // Realtime: its next few microseconds (packets, ACK, CQE, interrupt) at once, as in-process.
+    if (e.realtime() && dm.offset == hw::kUarSqDoorbell) e.run_ahead(sim::kLeadPs);
   });
   if (m.h.type == MsgType::DoorbellSync) {
     StatusReply r{0};

@@ -275,6 +275,17 @@ uint64_t Engine::wall_target(uint64_t wall_ns) {
 
 bool Engine::in_kernel_thread() { return t_in_kernel; }
 
+void Engine::run_ahead(uint64_t lead_ps) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (in_kernel_) return;
+  const uint64_t limit = now_ps() + lead_ps;
+  while (sc_core::sc_pending_activity()) {
+    const uint64_t next = now_ps() + sc_core::sc_time_to_pending_activity().value();
+    if (next > limit) break;
+    run_to(next);
+  }
+}
+
 void Engine::post_mmio(void* device, MmioApply apply, uint32_t offset, uint64_t value) {
   {
     std::lock_guard<std::mutex> g(posted_mu_);

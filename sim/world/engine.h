@@ -133,6 +133,12 @@ class Engine {
    * now; ~0: nothing is scheduled). Takes the lock.
    */
   uint64_t run_due(uint64_t slice_ps);
+  /**
+   * @brief Realtime: run the events due within @p lead_ps of now at once (the consequences of a
+   * doorbell just rung: its packets, the ACK, the CQE, the interrupt), leaving the clock at the
+   * last of them. Takes the lock.
+   */
+  void run_ahead(uint64_t lead_ps);
   /** @brief Applies a posted MMIO write to its device (post_mmio). */
   using MmioApply = void (*)(void* device, uint32_t offset, uint64_t value);
   /**

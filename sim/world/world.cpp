@@ -113,21 +113,27 @@ class SimLink : public drv::HcaLink {
   void mmio_write64(uint32_t offset, uint64_t value) override {
     Engine& e = Engine::instance();
     e.note_thread();
-    if (e.realtime() && offset == hw::kUarSqDoorbell && !Engine::in_kernel_thread()) {
-      // Posted, as PCIe writes are: the program goes on while the device catches up. (CQ and EQ
-      // arms stay immediate: a program polls right after arming and must not miss a CQE.)
-      e.post_mmio(
-          &hca_, [](void* h, uint32_t o, uint64_t v) { static_cast<model::Hca*>(h)->mmio_write(o, v); },
-          offset, value);
-      return;
-    }
     const uint64_t rung = Engine::mono_ns();
+    bool woke = false;
     {
       Engine::ProgramLock g(e);
       e.note_call();
       e.sync_to_wall(rung);
       hca_.mmio_write(offset, value);
+      // Realtime: what the doorbell sets off in the next few microseconds (packets, ACK, CQE,
+      // interrupt) happens now, before the program goes on. The simulator is many times slower
+      // than the HCA it models; left to the device thread, a completion due 4 us after the
+      // doorbell would reach the program tens of microseconds later in wall time, and programs
+      // that race their own teardown (Gloo) would lose far more often than on hardware.
+      if (e.realtime() && offset == hw::kUarSqDoorbell && !Engine::in_kernel_thread()) {
+        const uint64_t seen = model::host_visible_epoch().load(std::memory_order_relaxed);
+        e.run_ahead(kLeadPs);
+        woke = model::host_visible_epoch().load(std::memory_order_relaxed) != seen;
+      }
     }
+    // A thread the device just woke (a completion channel's reader) would run at once on a core
+    // of its own; on a machine with fewer cores than threads, give it this one now.
+    if (woke) std::this_thread::yield();
     e.kick();
   }
   bool iommu_map(uint64_t iova, void* hva, uint64_t len) override {
