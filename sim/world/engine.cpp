@@ -286,17 +286,9 @@ void Engine::run_ahead(uint64_t lead_ps) {
   }
 }
 
-void Engine::post_mmio(void* device, MmioApply apply, uint32_t offset, uint64_t value) {
-  {
-    std::lock_guard<std::mutex> g(posted_mu_);
-    posted_.push_back({device, apply, offset, value, mono_ns(), {}});
-  }
-  kick();
-}
-
 void Engine::post_work(std::function<void()> fn) {
   std::lock_guard<std::mutex> g(posted_mu_);
-  posted_.push_back({nullptr, nullptr, 0, 0, mono_ns(), std::move(fn)});
+  posted_.push_back({mono_ns(), std::move(fn)});
 }
 
 void Engine::apply_posted() {
@@ -305,12 +297,9 @@ void Engine::apply_posted() {
     if (posted_.empty()) return;
     applying_.swap(posted_);
   }
-  for (const PostedMmio& w : applying_) {
+  for (const PostedWork& w : applying_) {
     run_to(wall_target(w.rung_ns));
-    if (w.apply)
-      w.apply(w.device, w.offset, w.value);
-    else
-      w.fn();
+    w.fn();
   }
   applying_.clear();
 }

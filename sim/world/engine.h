@@ -139,17 +139,10 @@ class Engine {
    * last of them. Takes the lock.
    */
   void run_ahead(uint64_t lead_ps);
-  /** @brief Applies a posted MMIO write to its device (post_mmio). */
-  using MmioApply = void (*)(void* device, uint32_t offset, uint64_t value);
   /**
-   * @brief Realtime: a posted MMIO write (an SQ doorbell), as on PCIe: the program does not
-   * wait for the device. It is applied, in order, at the simulated instant it was rung (or as
-   * soon as the model gets there, when it lags) by whichever thread next runs the kernel.
-   */
-  void post_mmio(void* device, MmioApply apply, uint32_t offset, uint64_t value);
-  /**
-   * @brief Realtime: like post_mmio(), for other work a program hands the device without
-   * waiting (a driver trace line), kept in order with the MMIO writes. No kick: it wakes nobody.
+   * @brief Realtime: work a program hands the device without waiting for the lock (a driver
+   * trace line), done in order, at the simulated instant it was handed over, by whichever thread
+   * next runs the kernel. No kick: it wakes nobody.
    */
   void post_work(std::function<void()> fn);
   /** @brief True on a thread that is inside the kernel (an interrupt handler). */
@@ -171,7 +164,7 @@ class Engine {
   void ensure_started();
   /** @brief Run every event due before @p t, move time to @p t, run its delta cycles. */
   void run_to(uint64_t t);
-  /** @brief Realtime: apply the posted MMIO writes (under the lock). */
+  /** @brief Realtime: do the posted work (under the lock). */
   void apply_posted();
   /** @brief Realtime: the simulated instant the wall clock stands for now (never in the past). */
   uint64_t wall_target(uint64_t wall_ns);
@@ -199,15 +192,12 @@ class Engine {
   std::atomic<int> threads_{0};  ///< auto: distinct threads that used the device
   bool in_kernel_ = false;       ///< run_to() is inside sc_start (under the lock)
   std::atomic<int> want_{0};     ///< program threads waiting for the lock (ProgramLock)
-  struct PostedMmio {
-    void* device;
-    MmioApply apply;
-    uint32_t offset;
-    uint64_t value, rung_ns;
-    std::function<void()> fn;  ///< post_work (apply == nullptr)
+  struct PostedWork {
+    uint64_t rung_ns;
+    std::function<void()> fn;
   };
   std::mutex posted_mu_;  ///< guards posted_ only (taken briefly, never with mu_ inside)
-  std::vector<PostedMmio> posted_, applying_;
+  std::vector<PostedWork> posted_, applying_;
   std::string switch_why_;
   uint64_t switch_ps_ = 0;
   std::function<void(const std::string&)> on_switch_;
