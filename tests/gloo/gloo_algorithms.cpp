@@ -57,7 +57,15 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/ibverbs/device.h>
 
+#include "gloo_test_cli.h"
+
 namespace {
+
+using gloo_test::deviceNames;
+using gloo_test::join;
+using gloo_test::parseInt;
+using gloo_test::split;
+using gloo_test::UsageError;
 
 constexpr int kExitOk = 0, kExitWrong = 1, kExitUsage = 2, kExitError = 3;
 constexpr const char* kProg = "gloo_algorithms";
@@ -65,10 +73,6 @@ constexpr const char* kProg = "gloo_algorithms";
 const std::vector<std::string> kAlgos = {"AllreduceRing",  "AllreduceRingChunked", "AllreduceHalvingDoubling",
                                          "AllreduceBcube", "BroadcastOneToAll",    "AllgatherRing",
                                          "BarrierAllToAll"};
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 struct Options {
   std::string algo;
@@ -106,28 +110,6 @@ struct Options {
                "                       a diagnosis aid, no application does this)\n"
                "exit status: 0 pass, 1 wrong result, 2 usage error, 3 Gloo exception\n");
   std::exit(rc);
-}
-
-int parseInt(const char* what, const std::string& s, long lo, long hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || *end || errno || v < lo || v > hi)
-    throw UsageError(std::string(what) + ": expected an integer from " + std::to_string(lo) + " to " +
-                     std::to_string(hi) + ", got '" + s + "'");
-  return int(v);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  size_t start = 0;
-  for (;;) {
-    const size_t c = s.find(',', start);
-    v.push_back(s.substr(start, c == std::string::npos ? std::string::npos : c - start));
-    if (c == std::string::npos) break;
-    start = c + 1;
-  }
-  return v;
 }
 
 void validate(const Options& o) {
@@ -484,23 +466,6 @@ RankResult guarded(const Options& o, int rank, int size, const std::string& stor
   std::error_code ec;
   if (!storeCleanup.empty()) std::filesystem::remove_all(storeCleanup, ec);
   std::_Exit(kExitError);
-}
-
-std::vector<std::string> deviceNames() {
-  std::vector<std::string> v;
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list) return v;
-  for (int i = 0; i < n; ++i) v.push_back(ibv_get_device_name(list[i]));
-  ibv_free_device_list(list);
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s.empty() ? "(none)" : s;
 }
 
 // The device of each rank this process runs; an empty name is Gloo's default (the first).
