@@ -349,16 +349,8 @@ RankResult guarded(const Options& o, int rank, int size, const std::string& stor
   RankResult r;
   try {
     return runRank(o, rank, size, storeDir, dev);
-  } catch (const gloo::IoException& e) {
-    r.error = std::string("gloo::IoException: ") + e.what();
-  } catch (const gloo::InvalidOperationException& e) {
-    r.error = std::string("gloo::InvalidOperationException: ") + e.what();
-  } catch (const gloo::EnforceNotMet& e) {
-    r.error = std::string("gloo::EnforceNotMet: ") + e.what();
-  } catch (const gloo::Exception& e) {
-    r.error = std::string("gloo::Exception: ") + e.what();
-  } catch (const std::exception& e) {
-    r.error = std::string("exception: ") + e.what();
+  } catch (...) {
+    r.error = gloo_test::currentError();
   }
   r.status = kExitError;
   std::lock_guard<std::mutex> g(gPrintMu);

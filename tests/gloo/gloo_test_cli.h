@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <gloo/common/error.h>
 #include <infiniband/verbs.h>
 
 #include <algorithm>
@@ -63,6 +64,25 @@ inline std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s.empty() ? "(none)" : s;
+}
+
+/** @brief The kind and message of the exception being handled (call inside a catch block). */
+inline std::string currentError() {
+  try {
+    throw;
+  } catch (const gloo::IoException& e) {
+    return std::string("gloo::IoException: ") + e.what();
+  } catch (const gloo::InvalidOperationException& e) {
+    return std::string("gloo::InvalidOperationException: ") + e.what();
+  } catch (const gloo::EnforceNotMet& e) {
+    return std::string("gloo::EnforceNotMet: ") + e.what();
+  } catch (const gloo::Exception& e) {
+    return std::string("gloo::Exception: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("exception: ") + e.what();
+  } catch (...) {
+    return "an exception of unknown type";
+  }
 }
 
 }  // namespace gloo_test
