@@ -97,6 +97,15 @@ inline void connect(Side& s, const Side& peer) {
     die("RTS");
 }
 
+/** @brief Destroy what open_side() made (a program that frees what it used leaks nothing). */
+inline void close_side(Side& s) {
+  ibv_destroy_qp(s.qp);
+  ibv_dereg_mr(s.mr);
+  ibv_destroy_cq(s.cq);
+  ibv_dealloc_pd(s.pd);
+  ibv_close_device(s.ctx);
+}
+
 /**
  * @brief Open the first two simulated devices as @p a and @p b (a 4 MiB buffer each) and connect
  * their QPs to each other. Prints why and returns false when there are not two simulated HCAs.
@@ -107,10 +116,12 @@ inline bool open_simulated_pair(Side& a, Side& b, const char* who) {
   auto* present = sim_function<int()>("hcasim_sim_present");
   if (!list || n < 2 || !present || !present()) {
     std::fprintf(stderr, "%s: needs two simulated devices (run it directly, not on hardware)\n", who);
+    if (list) ibv_free_device_list(list);
     return false;
   }
   open_side(a, list[0], 4 << 20);
   open_side(b, list[1], 4 << 20);
+  ibv_free_device_list(list);  // the opened contexts keep their devices
   connect(a, b);
   connect(b, a);
   return true;

@@ -51,5 +51,7 @@ int main(int argc, char** argv) {
   std::printf(
       "write_stream: size=%u ops=%llu wall_s=%.6f sim_s=%.6f ops_per_wall_s=%.0f sim_s_per_wall_s=%.4f\n",
       size, static_cast<unsigned long long>(ops), wall_s, sim_s, double(ops) / wall_s, sim_s / wall_s);
+  bench::close_side(a);
+  bench::close_side(b);
   return 0;
 }

@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
     }
     done += n;
   }
+  bench::close_side(a);
+  bench::close_side(b);
   std::printf("spin_between_posts: 2 WRITEs completed, %ld us of computation between the posts\n", us);
   return 0;
 }
