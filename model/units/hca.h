@@ -20,9 +20,10 @@ namespace hcasim::model {
 
 /** @brief Counters of one HCA (printed by --stats, asserted by tests). */
 struct HcaStats {
-  uint64_t doorbells, qpc_hits, qpc_misses, bt_walks, bt_cache_hits, wqes, dma_read_bytes, dma_write_bytes,
-      tx_packets, rx_packets, tx_bytes, rx_bytes, acks, naks, rnr_naks, duplicates, retransmits, cqes,
-      cq_events, cq_overflows, eqes, interrupts, rx_dropped, iotlb_hits, iotlb_misses;
+  uint64_t doorbells, qpc_hits, qpc_misses, bt_walks, bt_cache_hits, send_wqes, recv_wqes, dma_read_bytes,
+      dma_write_bytes, tx_packets, rx_packets, tx_bytes, rx_bytes, acks_sent, acks_received, naks, rnr_naks,
+      duplicates, retransmits, cqes, cq_events, cq_overflows, eqes, interrupts, rx_dropped, iotlb_hits,
+      iotlb_misses;
   /** Objects destroyed while work touching them was in flight (hazard reports). */
   uint64_t hazards;
 };

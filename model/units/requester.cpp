@@ -461,6 +461,8 @@ void Requester::rewind(QpContext& qp, uint32_t psn) {
 
 void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
   const auto op = f.h.opcode;
+  const bool ack = op == wire::BthOpcode::ACKNOWLEDGE || op == wire::BthOpcode::ATOMIC_ACKNOWLEDGE;
+  if (ack && wire::aeth_kind(f.h.aeth.syndrome) == wire::AethKind::Ack) ++acks_received_;
   if (op == wire::BthOpcode::ACKNOWLEDGE)
     on_ack(qp, f.h);
   else if (op >= wire::BthOpcode::RDMA_READ_RESPONSE_FIRST && op <= wire::BthOpcode::RDMA_READ_RESPONSE_ONLY)

@@ -35,7 +35,10 @@ class Requester {
   /** @brief QP entered ERR: complete every outstanding and posted send WQE with a flush error. */
   void flush(QpContext& qp);
 
+  /** @brief Send WQEs fetched and started. */
   uint64_t wqes() const { return wqes_; }
+  /** @brief ACKs (and atomic ACKs) received for this HCA's requests. */
+  uint64_t acks_received() const { return acks_received_; }
   uint64_t retransmits() const { return retransmits_; }
 
  private:
@@ -84,7 +87,7 @@ class Requester {
   QpErrorHandler to_error_;
   TimedQueue<Job> jobs_;
   TimerSet ack_timer_;
-  uint64_t wqes_ = 0, retransmits_ = 0;
+  uint64_t wqes_ = 0, retransmits_ = 0, acks_received_ = 0;
 };
 
 }  // namespace hcasim::model

@@ -33,6 +33,7 @@ bool Responder::take_recv(QpContext& qp) {
   r.index = qp.rq_ci;
   qp.recv = r;
   ++qp.rq_ci;
+  ++recv_wqes_;
   HCASIM_TRACE(u_.tracer, WqeFetch, WqeFetch, qpn,
                TraceFields().set_wqe(r.index).set_count(r.nsge).set_flag(kTfRq), "RQ WQE %u: %u SGE(s)",
                r.index, r.nsge);

@@ -26,7 +26,10 @@ class Responder {
   /** @brief QP entered ERR: complete every posted receive WQE with a flush error. */
   void flush(QpContext& qp);
 
+  /** @brief ACKs (and atomic ACKs) this HCA sent for requests it received. */
   uint64_t acks() const { return acks_; }
+  /** @brief Receive WQEs fetched (one per SEND message received). */
+  uint64_t recv_wqes() const { return recv_wqes_; }
   uint64_t naks() const { return naks_; }
   uint64_t rnr_naks() const { return rnr_naks_; }
   uint64_t duplicates() const { return dups_; }
@@ -52,7 +55,7 @@ class Responder {
 
   TransportUnits u_;
   QpErrorHandler to_error_;
-  uint64_t acks_ = 0, naks_ = 0, rnr_naks_ = 0, dups_ = 0;
+  uint64_t acks_ = 0, naks_ = 0, rnr_naks_ = 0, dups_ = 0, recv_wqes_ = 0;
 };
 
 }  // namespace hcasim::model

@@ -398,10 +398,11 @@ std::vector<drv::HcaLink*> World::links() {
 // One X-macro list; the formatter cannot settle on a layout for it.
 // clang-format off
 #define HCASIM_STAT_FIELDS(X)                                                                         \
-  X(doorbells) X(qpc_hits) X(qpc_misses) X(bt_walks) X(bt_cache_hits) X(wqes) X(dma_read_bytes)       \
-  X(dma_write_bytes) X(tx_packets) X(rx_packets) X(tx_bytes) X(rx_bytes) X(acks) X(naks) X(rnr_naks) \
-  X(duplicates) X(retransmits) X(cqes) X(cq_events) X(cq_overflows) X(eqes) X(interrupts)            \
-  X(rx_dropped) X(iotlb_hits) X(iotlb_misses) X(hazards)
+  X(doorbells) X(qpc_hits) X(qpc_misses) X(bt_walks) X(bt_cache_hits) X(send_wqes) X(recv_wqes)      \
+  X(dma_read_bytes) X(dma_write_bytes) X(tx_packets) X(rx_packets) X(tx_bytes) X(rx_bytes)           \
+  X(acks_sent) X(acks_received) X(naks) X(rnr_naks) X(duplicates) X(retransmits) X(cqes)             \
+  X(cq_events) X(cq_overflows) X(eqes) X(interrupts) X(rx_dropped) X(iotlb_hits) X(iotlb_misses)     \
+  X(hazards)
 // clang-format on
 
 bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v) {

@@ -17,10 +17,10 @@ constexpr uint64_t kReth = 16, kAeth = 4;
 // The 17-byte tail travels padded to a multiple of 4 (BTH PadCnt = 3).
 constexpr uint64_t kTail17 = 20;
 
-const char* const kNames[] = {"doorbells",  "wqes",          "tx_packets", "rx_packets", "tx_bytes",
-                              "rx_bytes",   "acks",          "naks",       "rnr_naks",   "retransmits",
-                              "duplicates", "cqes",          "cq_events",  "interrupts", "rx_dropped",
-                              "bt_walks",   "dma_read_bytes"};
+const char* const kNames[] = {"doorbells",  "send_wqes",   "recv_wqes",  "tx_packets",    "rx_packets",
+                              "tx_bytes",   "rx_bytes",    "acks_sent",  "acks_received", "naks",
+                              "rnr_naks",   "retransmits", "duplicates", "cqes",          "cq_events",
+                              "interrupts", "rx_dropped",  "bt_walks",   "dma_read_bytes"};
 
 class SimCounters : public VerbsFixture {
  protected:
@@ -70,17 +70,18 @@ TEST_F(SimCounters, WriteOf3MtuPlus17IsFourPacketsAndOneAck) {
     const uint64_t req_bytes = (kFrame + kReth + m) + 2 * (kFrame + m) + (kFrame + kTail17);
     const uint64_t ack_bytes = kFrame + kAeth;
     EXPECT_EQ(Delta(a_, a0), (M{{"doorbells", 1},
-                                {"wqes", 1},
+                                {"send_wqes", 1},
                                 {"tx_packets", 4},
                                 {"tx_bytes", req_bytes},
                                 {"rx_packets", 1},
                                 {"rx_bytes", ack_bytes},
+                                {"acks_received", 1},
                                 {"cqes", 1}}));
     EXPECT_EQ(Delta(b_, b0), (M{{"rx_packets", 4},
                                 {"rx_bytes", req_bytes},
                                 {"tx_packets", 1},
                                 {"tx_bytes", ack_bytes},
-                                {"acks", 1}}));
+                                {"acks_sent", 1}}));
   }
 }
 
@@ -98,7 +99,7 @@ TEST_F(SimCounters, ReadOf3MtuPlus17IsOneRequestAndFourResponses) {
   const uint64_t req = kFrame + kReth;
   const uint64_t resp = (kFrame + kAeth + m) + 2 * (kFrame + m) + (kFrame + kAeth + kTail17);
   EXPECT_EQ(Delta(a_, a0), (M{{"doorbells", 1},
-                              {"wqes", 1},
+                              {"send_wqes", 1},
                               {"tx_packets", 1},
                               {"tx_bytes", req},
                               {"rx_packets", 4},
@@ -129,7 +130,10 @@ TEST_F(SimCounters, SendWithEventCountsOneInterrupt) {
   EXPECT_EQ(db.at("cqes"), 1u);
   EXPECT_EQ(db.at("cq_events"), 1u);
   EXPECT_EQ(db.at("interrupts"), 1u);
-  EXPECT_EQ(db.at("acks"), 1u);
+  EXPECT_EQ(db.at("acks_sent"), 1u);
+  EXPECT_EQ(db.at("recv_wqes"), 1u) << "the posted receive the SEND consumed";
+  EXPECT_EQ(da.at("acks_received"), 1u);
+  EXPECT_EQ(da.at("send_wqes"), 1u);
   EXPECT_EQ(db.at("doorbells"), 1u) << "the CQ arm doorbell";
 }
 
