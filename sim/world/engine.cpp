@@ -23,8 +23,16 @@ namespace hcasim::sim {
 namespace {
 /// Auto clock: this thread has been counted as a user of the device.
 thread_local bool t_counted = false;
-/// This thread is inside the kernel (run_to): an interrupt handler's doorbells are immediate.
+/// This thread is inside the kernel (sc_start): what an interrupt handler does there happens at
+/// the current instant; the kernel cannot be restarted from within.
 thread_local bool t_in_kernel = false;
+/// Marks the calling thread as inside the kernel for a scope (every sc_start goes through one).
+struct InKernel {
+  InKernel() { t_in_kernel = true; }
+  ~InKernel() { t_in_kernel = false; }
+  InKernel(const InKernel&) = delete;
+  InKernel& operator=(const InKernel&) = delete;
+};
 }  // namespace
 
 Engine& Engine::instance() {
@@ -59,6 +67,7 @@ uint64_t Engine::now_ps() const { return sc_core::sc_time_stamp().value(); }
 void Engine::ensure_started() {
   if (started_) return;
   started_ = true;
+  InKernel k;
   sc_core::sc_start(sc_core::SC_ZERO_TIME);  // end of elaboration, time 0
 }
 
@@ -68,14 +77,14 @@ bool Engine::pending() {
   return sc_core::sc_pending_activity();
 }
 
+uint64_t Engine::next_event_ps() const {
+  return sc_core::sc_pending_activity() ? now_ps() + sc_core::sc_time_to_pending_activity().value() : ~0ull;
+}
+
 bool Engine::step() {
-  if (!sc_core::sc_pending_activity()) return false;
-  const sc_core::sc_time d = sc_core::sc_time_to_pending_activity();
-  if (d > sc_core::SC_ZERO_TIME) sc_core::sc_start(d);
-  // sc_start(d) stops before the events due at the new time; run those delta cycles now.
-  do {
-    sc_core::sc_start(sc_core::SC_ZERO_TIME);
-  } while (sc_core::sc_pending_activity_at_current_time());
+  const uint64_t next = next_event_ps();
+  if (next == ~0ull) return false;
+  run_to(next);
   ++steps_;
   return true;
 }
@@ -94,6 +103,7 @@ bool Engine::run_until_visible(uint64_t* pace_ns) {
   auto& epoch = model::host_visible_epoch();
   const uint64_t start_epoch = epoch.load(std::memory_order_relaxed);
   const uint64_t deadline = now_ps() + kWaitQuantumPs;
+  InKernel k;
   model::pause_on_visible(true);
   while (sc_core::sc_pending_activity() && epoch.load(std::memory_order_relaxed) == start_epoch) {
     const uint64_t now = now_ps();
@@ -251,39 +261,33 @@ void Engine::note_thread() {
 
 void Engine::run_to(uint64_t t) {
   // An interrupt handler runs inside the kernel and may ring a doorbell (re-arming its EQ):
-  // that happens at the current instant, the kernel cannot be restarted from within.
-  if (in_kernel_) return;
-  in_kernel_ = t_in_kernel = true;
+  // that happens at the current instant.
+  if (t_in_kernel) return;
+  InKernel k;
   const uint64_t now = now_ps();
   if (t > now) {
-    // A starved kernel does not move its clock; an event at t makes it (a doorbell rung after
-    // 20 us of computation must land 20 us later even when nothing happened in between).
+    // A kernel that runs out of events before t does not move its clock there; an event at t
+    // makes it (a doorbell rung after 20 us of computation must land 20 us later even when
+    // nothing happened in between).
     static sc_core::sc_event* tick = new sc_core::sc_event;  // the kernel outlives every Engine user
-    tick->notify(sc_core::sc_time::from_value(t - now));
+    if (next_event_ps() != t) tick->notify(sc_core::sc_time::from_value(t - now));
     sc_core::sc_start(sc_core::sc_time::from_value(t - now));
   }
   // sc_start(d) stops before the events due at the new time; run those delta cycles now.
   while (sc_core::sc_pending_activity_at_current_time()) sc_core::sc_start(sc_core::SC_ZERO_TIME);
-  in_kernel_ = t_in_kernel = false;
 }
 
 uint64_t Engine::wall_target(uint64_t wall_ns) {
-  const uint64_t next =
-      sc_core::sc_pending_activity() ? now_ps() + sc_core::sc_time_to_pending_activity().value() : ~0ull;
-  return std::max(now_ps(), wall_.target(next, wall_ns));
+  return std::max(now_ps(), wall_.target(next_event_ps(), wall_ns));
 }
 
 bool Engine::in_kernel_thread() { return t_in_kernel; }
 
 void Engine::run_ahead(uint64_t lead_ps) {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  if (in_kernel_) return;
+  if (t_in_kernel) return;
   const uint64_t limit = now_ps() + lead_ps;
-  while (sc_core::sc_pending_activity()) {
-    const uint64_t next = now_ps() + sc_core::sc_time_to_pending_activity().value();
-    if (next > limit) break;
-    run_to(next);
-  }
+  for (uint64_t next = next_event_ps(); next <= limit; next = next_event_ps()) run_to(next);
 }
 
 void Engine::post_work(std::function<void()> fn) {
@@ -309,7 +313,7 @@ bool Engine::sync_to_wall(uint64_t wall_ns) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   ensure_started();
   const sc_dt::uint64 deltas = sc_core::sc_delta_count();
-  if (!in_kernel_) apply_posted();
+  if (!t_in_kernel) apply_posted();
   run_to(wall_target(wall_ns ? wall_ns : mono_ns()));
   return sc_core::sc_delta_count() != deltas;
 }
@@ -326,9 +330,9 @@ uint64_t Engine::run_due(uint64_t slice_ps) {
     if (want_.load(std::memory_order_relaxed)) return 0;  // a program waits for the lock: let it in
   }
   if (now_ps() < target) return 0;  // the slice ended before the wall-clock instant
-  if (!sc_core::sc_pending_activity()) return ~0ull;
+  const uint64_t next = next_event_ps();
+  if (next == ~0ull) return ~0ull;
   // What is due within the lead runs now (a thread cannot nap that precisely).
-  const uint64_t next = now_ps() + sc_core::sc_time_to_pending_activity().value();
   if (next <= target + kLeadPs) {
     run_to(next);
     ++steps_;

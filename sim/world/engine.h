@@ -162,6 +162,8 @@ class Engine {
   ~Engine();
   bool step();
   void ensure_started();
+  /** @brief When the earliest scheduled event is due (~0: none). Under the lock. */
+  uint64_t next_event_ps() const;
   /** @brief Run every event due before @p t, move time to @p t, run its delta cycles. */
   void run_to(uint64_t t);
   /** @brief Realtime: do the posted work (under the lock). */
@@ -190,7 +192,6 @@ class Engine {
   std::atomic<bool> realtime_{false};
   WallCoupling wall_;            ///< realtime: simulated time against wall time (under the lock)
   std::atomic<int> threads_{0};  ///< auto: distinct threads that used the device
-  bool in_kernel_ = false;       ///< run_to() is inside sc_start (under the lock)
   std::atomic<int> want_{0};     ///< program threads waiting for the lock (ProgramLock)
   struct PostedWork {
     uint64_t rung_ns;

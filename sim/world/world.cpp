@@ -93,6 +93,12 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
   return true;
 }
 
+/** @brief Interrupts delivered to the in-process driver, any HCA (under the device lock). */
+static uint64_t& interrupts_delivered() {
+  static uint64_t n = 0;
+  return n;
+}
+
 /** @brief One simulated HCA offered to the driver. Every entry takes the device lock. */
 class SimLink : public drv::HcaLink {
  public:
@@ -126,13 +132,14 @@ class SimLink : public drv::HcaLink {
       // doorbell would reach the program tens of microseconds later in wall time, and programs
       // that race their own teardown (Gloo) would lose far more often than on hardware.
       if (e.realtime() && offset == hw::kUarSqDoorbell && !Engine::in_kernel_thread()) {
-        const uint64_t seen = model::host_visible_epoch().load(std::memory_order_relaxed);
+        const uint64_t seen = interrupts_delivered();
         e.run_ahead(kLeadPs);
-        woke = model::host_visible_epoch().load(std::memory_order_relaxed) != seen;
+        woke = interrupts_delivered() != seen;
       }
     }
-    // A thread the device just woke (a completion channel's reader) would run at once on a core
-    // of its own; on a machine with fewer cores than threads, give it this one now.
+    // An interrupt handler just woke a thread (a completion channel's reader). On hardware it
+    // would run at once on a core of its own; on a machine with fewer cores than threads, give
+    // it this one now. (A program that only polls gets no interrupts, and keeps its core.)
     if (woke) std::this_thread::yield();
     e.kick();
   }
@@ -149,7 +156,10 @@ class SimLink : public drv::HcaLink {
   }
   void set_irq_handler(std::function<void(uint32_t)> isr) override {
     Engine::ProgramLock g(Engine::instance());
-    hca_.set_irq_handler(std::move(isr));
+    hca_.set_irq_handler([isr = std::move(isr)](uint32_t vector) {
+      ++interrupts_delivered();
+      isr(vector);
+    });
   }
   bool wait_progress() override {
     Engine& e = Engine::instance();
