@@ -3,78 +3,98 @@
 # teardown, on the simulator and on Soft-RoCE side by side (docs/verbs.md, "Gloo at teardown").
 #
 # N launches (default 20) of the 4-rank gloo_algorithms job, fresh processes each time
-# (tests/gloo/gloo_runs.sh), for two cases:
-#   (a) AllreduceRing, --teardown checked   (check the result, then destroy: what applications do)
-#   (b) AllreduceRing, --teardown immediate (destroy right after run(): Gloo's own race)
-# in two worlds:
-#   simulator  4 processes on one fabric (hcasim run ... ::: ...), --clock auto (realtime as
-#              soon as the second process connects)
-#   rxe        4 processes on rxe0 in one QEMU guest (tests/rxe/rxe-vm, TCG), the system
-#              libibverbs
-# and prints the abort rates in one table. Per-launch limit: 60 s on the simulator, 120 s in
-# the guest (a launch over it counts as a hang). Set GLOO_RATES_WORLDS=sim or rxe for one world.
+# (tests/gloo/gloo_runs.sh), for
+#   every algorithm, --teardown checked   (check the result, then destroy: what applications do)
+#   AllreduceRing,   --teardown immediate (destroy right after run(): Gloo's own race)
+# in three worlds:
+#   threads  the simulator, 4 ranks as threads of one process (hcasim run --hosts 4)
+#   fabric   the simulator, 4 processes on one fabric (hcasim run ... ::: ...)
+#   rxe      4 processes on rxe0 in one QEMU guest (tests/rxe/rxe-vm, TCG), the system libibverbs
+# The simulator runs with its default clock (realtime as soon as a second thread or process
+# uses it). Prints one table: aborts per cell, and whether each simulator world aborts no more
+# often than rxe. Per-launch limit: 60 s on the simulator, 120 s in the guest (a launch over
+# it counts as a hang). GLOO_RATES_WORLDS picks worlds (e.g. "threads fabric"). The rxe world
+# takes ~15 s per launch under TCG: about 40 minutes at N=20.
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/gloo_abort_rates.sh BUILD_DIR [N]" >&2; exit 2; }
 build=$(cd "$1" && pwd) || exit 2
 n=${2:-20}
+case $n in '' | *[!0-9]* | 0) echo "gloo_abort_rates: N must be a positive integer, got '$n'" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 runs=$repo/tests/gloo/gloo_runs.sh
 prog=$build/bin/gloo_algorithms
-worlds=${GLOO_RATES_WORLDS:-sim rxe}
+worlds=${GLOO_RATES_WORLDS:-threads fabric rxe}
+for w in $worlds; do
+  case $w in threads | fabric | rxe) ;; *) echo "gloo_abort_rates: unknown world '$w'" >&2; exit 2 ;; esac
+done
 [ -x "$prog" ] || { echo "gloo_abort_rates: $prog not built (needs libgloo-dev)" >&2; exit 2; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/gloo_rates.XXXXXX")
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
+ALGOS="AllreduceRing AllreduceRingChunked AllreduceHalvingDoubling AllreduceBcube BroadcastOneToAll AllgatherRing BarrierAllToAll"
 
-# The row of gloo_runs.sh's table for AllreduceRing: runs pass abort wrong hang messages.
-row() { grep -m1 '^AllreduceRing ' "$1" 2> /dev/null | sed 's/^AllreduceRing *//'; }
-
-for td in checked immediate; do
-  case " $worlds " in *" sim "*)
-    echo "gloo_abort_rates: simulator (fabric), $td teardown, $n launches" >&2
-    "$runs" --launches "$n" --timeout 60 --teardown "$td" --hcasim "$build/bin/hcasim" \
-      --workdir "$out/sim.$td" fabric "$prog" AllreduceRing > "$out/sim.$td.txt" 2>&1
-    cat "$out/sim.$td.txt" >&2 ;;
-  esac
+# ---- the runs: $out/WORLD.checked.txt (every algorithm), $out/WORLD.immediate.txt ----------
+for w in threads fabric; do
+  case " $worlds " in *" $w "*) ;; *) continue ;; esac
+  for td in checked immediate; do
+    algos=$ALGOS
+    [ $td = immediate ] && algos=AllreduceRing
+    echo "gloo_abort_rates: simulator ($w), $td teardown, $n launches per algorithm" >&2
+    # shellcheck disable=SC2086  # the algorithm list splits on purpose
+    "$runs" --launches "$n" --timeout 60 --teardown $td --hcasim "$build/bin/hcasim" \
+      --workdir "$out/$w.$td" "$w" "$prog" $algos > "$out/$w.$td.txt" 2>&1
+    cat "$out/$w.$td.txt" >&2
+  done
 done
 
 case " $worlds " in *" rxe "*)
   sysdir=$(ldconfig -p | sed -n 's/.*libibverbs\.so\.1 .*=> \(.*\)\/libibverbs\.so\.1$/\1/p' | grep -v "$build" | head -1)
   [ -n "$sysdir" ] || sysdir=/usr/lib/x86_64-linux-gnu
-  echo "gloo_abort_rates: rxe (QEMU guest), checked and immediate teardown, $n launches each" >&2
+  echo "gloo_abort_rates: rxe (QEMU guest), $n launches per algorithm and teardown" >&2
   mkdir -p "$out/rxe"
   # One guest for both cases; each gloo_runs.sh's output into its own file in the run dir.
-  "$repo/tests/rxe/rxe-vm" --build-dir "$build" --workdir "$out/rxe" --timeout $((n * 2 * 130 + 60)) \
+  "$repo/tests/rxe/rxe-vm" --build-dir "$build" --workdir "$out/rxe" --timeout $((n * 8 * 130 + 60)) \
     -e LD_LIBRARY_PATH="$sysdir" -- bash -c '
       for td in checked immediate; do
+        algos=$4; [ $td = immediate ] && algos=AllreduceRing
         "$1" --launches "$3" --timeout 120 --teardown $td --workdir "$RXE_WORKDIR/runs.$td" \
-          direct "$2" AllreduceRing > "$RXE_WORKDIR/rxe.$td.txt" 2>&1
+          direct "$2" $algos > "$RXE_WORKDIR/rxe.$td.txt" 2>&1
         cat "$RXE_WORKDIR/rxe.$td.txt"
-      done' _ "$runs" "$prog" "$n" >&2
+      done' _ "$runs" "$prog" "$n" "$ALGOS" >&2
   for td in checked immediate; do cp "$out/rxe/rxe.$td.txt" "$out/rxe.$td.txt" 2> /dev/null; done ;;
 esac
 
 # ---- the table ----------------------------------------------------------------------------
-rate() {  # runs abort -> "a/r (p%)"
-  [ -n "$1" ] && [ "$1" -gt 0 ] 2> /dev/null || { echo "not run"; return; }
-  echo "$2/$1 ($((100 * $2 / $1))%)"
+# cell WORLD TEARDOWN ALGO: "aborts/runs" from gloo_runs.sh's row (runs pass abort wrong hang).
+cell() {
+  local f="$out/$1.$2.txt" r
+  [ "$3" = all ] && r=$(sed -n 's/.*RESULT .* runs=\([0-9]*\) pass=[0-9]* abort=\([0-9]*\).*/\1 \2/p' "$f" 2> /dev/null)
+  [ "$3" != all ] && r=$(grep -m1 "^$3 " "$f" 2> /dev/null | awk '{print $2, $4}')
+  [ -n "$r" ] || { echo "-"; return; }
+  set -- $r
+  echo "$2/$1"
 }
 echo
-echo "Gloo 0.5.0 at teardown: AllreduceRing, 4 ranks as 4 processes, $n launches per cell ($(date -u +%Y-%m-%d))"
-printf '%-22s | %-34s | %-34s\n' "" "simulator (fabric, clock auto)" "rxe (rxe0, QEMU TCG guest)"
-printf '%-22s | %-12s %-7s %-6s %-6s | %-12s %-7s %-6s %-6s\n' teardown aborts pass wrong hang aborts pass wrong hang
-for td in checked immediate; do
-  read -r sr sp sa sw sh _ <<< "$(row "$out/sim.$td.txt")"
-  read -r rr rp ra rw rh _ <<< "$(row "$out/rxe.$td.txt")"
-  printf '%-22s | %-12s %-7s %-6s %-6s | %-12s %-7s %-6s %-6s\n' "$td" "$(rate "${sr:-}" "${sa:-0}")" \
-    "${sp:--}" "${sw:--}" "${sh:--}" "$(rate "${rr:-}" "${ra:-0}")" "${rp:--}" "${rw:--}" "${rh:--}"
+echo "Gloo 0.5.0 at teardown: 4 ranks, $n launches per cell, aborts/launches ($(date -u +%Y-%m-%d), load $(cut -d' ' -f1 /proc/loadavg))"
+printf '%-26s %-10s | %-13s | %-13s | %-13s\n' algorithm teardown "threads (sim)" "fabric (sim)" "rxe"
+for a in $ALGOS all; do
+  printf '%-26s %-10s | %-13s | %-13s | %-13s\n' "$a" checked "$(cell threads checked $a)" \
+    "$(cell fabric checked $a)" "$(cell rxe checked $a)"
 done
+printf '%-26s %-10s | %-13s | %-13s | %-13s\n' AllreduceRing immediate "$(cell threads immediate AllreduceRing)" \
+  "$(cell fabric immediate AllreduceRing)" "$(cell rxe immediate AllreduceRing)"
 echo
-echo "abort messages (launches):"
-for td in checked immediate; do
-  for w in sim rxe; do
-    m=$(row "$out/$w.$td.txt" | awk '{ $1=$2=$3=$4=$5=""; sub(/^ +/, ""); print }')
-    printf '  %-9s %-4s %s\n' "$td" "$w" "${m:-(not run)}"
-  done
+for w in threads fabric rxe; do
+  f="$out/$w.checked.txt"
+  [ -f "$f" ] || continue
+  echo "$w: $(grep -h RESULT "$out/$w".*.txt | sed 's/.*RESULT //' | paste -sd ';')"
+done
+rxe_all=$(cell rxe checked all)
+for w in threads fabric; do
+  s=$(cell $w checked all)
+  [ "$s" = - ] || [ "$rxe_all" = - ] && continue
+  verdict=no
+  [ $((${s%/*} * ${rxe_all#*/})) -le $((${rxe_all%/*} * ${s#*/})) ] && verdict=yes
+  echo "checked teardown, all algorithms: $w aborts no more often than rxe: $verdict ($s vs $rxe_all)"
 done
 echo "(outputs and the logs of launches that did not pass: $out)"

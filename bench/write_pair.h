@@ -40,17 +40,21 @@ struct Side {
   ibv_context* ctx;
   ibv_pd* pd;
   ibv_cq* cq;
+  ibv_comp_channel* ch;  ///< the CQ's completion channel, or null
   ibv_qp* qp;
   ibv_mr* mr;
   std::vector<uint8_t> buf;
   ibv_gid gid;
 };
 
-inline void open_side(Side& s, ibv_device* dev, size_t bytes) {
+/** @brief Open @p dev with a QP, a CQ (on a completion channel with @p channel) and a buffer. */
+inline void open_side(Side& s, ibv_device* dev, size_t bytes, bool channel = false) {
   s.ctx = ibv_open_device(dev);
   if (!s.ctx) die("ibv_open_device");
   s.pd = ibv_alloc_pd(s.ctx);
-  s.cq = ibv_create_cq(s.ctx, 1024, nullptr, nullptr, 0);
+  s.ch = channel ? ibv_create_comp_channel(s.ctx) : nullptr;
+  if (channel && !s.ch) die("ibv_create_comp_channel");
+  s.cq = ibv_create_cq(s.ctx, 1024, nullptr, s.ch, 0);
   s.buf.assign(bytes, 0x5a);
   s.mr = ibv_reg_mr(s.pd, s.buf.data(), bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   ibv_qp_init_attr ia{};
@@ -102,15 +106,17 @@ inline void close_side(Side& s) {
   ibv_destroy_qp(s.qp);
   ibv_dereg_mr(s.mr);
   ibv_destroy_cq(s.cq);
+  if (s.ch) ibv_destroy_comp_channel(s.ch);
   ibv_dealloc_pd(s.pd);
   ibv_close_device(s.ctx);
 }
 
 /**
  * @brief Open the first two simulated devices as @p a and @p b (a 4 MiB buffer each) and connect
- * their QPs to each other. Prints why and returns false when there are not two simulated HCAs.
+ * their QPs to each other; @p a_channel puts a's CQ on a completion channel. Prints why and returns
+ * false when there are not two simulated HCAs.
  */
-inline bool open_simulated_pair(Side& a, Side& b, const char* who) {
+inline bool open_simulated_pair(Side& a, Side& b, const char* who, bool a_channel = false) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   auto* present = sim_function<int()>("hcasim_sim_present");
@@ -119,7 +125,7 @@ inline bool open_simulated_pair(Side& a, Side& b, const char* who) {
     if (list) ibv_free_device_list(list);
     return false;
   }
-  open_side(a, list[0], 4 << 20);
+  open_side(a, list[0], 4 << 20, a_channel);
   open_side(b, list[1], 4 << 20);
   ibv_free_device_list(list);  // the opened contexts keep their devices
   connect(a, b);

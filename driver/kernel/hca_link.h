@@ -27,6 +27,13 @@ class HcaLink {
   virtual void exec(hw::CmdMailbox& mb) = 0;
   /** @brief 64-bit store into the UAR page. */
   virtual void mmio_write64(uint32_t offset, uint64_t value) = 0;
+  /**
+   * @brief An SQ doorbell whose completion another thread is waiting for: like mmio_write64,
+   * and in the realtime clock the interrupts the doorbell's next few microseconds raise have
+   * run their handlers on this thread before it returns (so the driver can hand this thread's
+   * core to the woken reader). A link that already runs them inline needs no override.
+   */
+  virtual void mmio_write64_irqs(uint32_t offset, uint64_t value) { mmio_write64(offset, value); }
   /** @brief Program the IOMMU: device address @p iova reaches @p hva for @p len bytes. */
   virtual bool iommu_map(uint64_t iova, void* hva, uint64_t len) = 0;
   virtual void iommu_unmap(uint64_t iova) = 0;

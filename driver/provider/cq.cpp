@@ -226,6 +226,7 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
     w.pkey_index = 0;
   }
   if (got) hw::cq_dbrec_set_ci(*q->dbrec, q->ci);
+  if (got && q->poll_waiters) q->polled.notify_all();
   return got;
 }
 

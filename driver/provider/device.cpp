@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "handoff.h"
 #include "objects.h"
 #include "verbs_core.h"
 
@@ -309,6 +310,7 @@ int destroy_comp_channel(ibv_comp_channel* channel) {
 int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   SimChannel* c = sim(channel);
   HcaLink& link = *sim(channel->context)->sdev->link;
+  note_channel_reader(*c);
   for (;;) {
     {
       std::lock_guard<std::mutex> g(c->mu);

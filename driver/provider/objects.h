@@ -9,6 +9,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,7 @@ struct SimChannel {
   std::mutex mu;
   std::deque<SimCq*> pending;
   std::atomic<int> users{0};
+  std::atomic<long> reader{0};  ///< thread id of the last ibv_get_cq_event caller (handoff.h)
 };
 
 struct SimCq;
@@ -71,6 +73,8 @@ struct SimCq {
   hw::CqDbrec* dbrec = nullptr;
   std::mutex mu;
   uint32_t ci = 0;
+  std::condition_variable polled;  ///< ci moved (signalled only while poll_waiters > 0)
+  int poll_waiters = 0;            ///< posters waiting for a reader to poll (handoff.h)
   uint32_t arm_sn = 0;
   std::atomic<unsigned> events_delivered{0}, events_acked{0};
   std::atomic<int> users{0};

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../libibverbs/core_extra.h"
+#include "handoff.h"
 #include "objects.h"
 #include "verbs_core.h"
 
@@ -487,10 +488,17 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr) {
   return 0;
 }
 
-/** Doorbell record first (the device may re-read it), then the MMIO doorbell. */
-void ring_sq_doorbell(SimQp& q, HcaLink& link, uint16_t producer) {
+/**
+ * Doorbell record first (the device may re-read it), then the MMIO doorbell; with @p irqs, one
+ * whose interrupt handlers run on this thread (handoff.h).
+ */
+void ring_sq_doorbell(SimQp& q, HcaLink& link, uint16_t producer, bool irqs) {
   hw::qp_dbrec_set_sq(*q.dbrec, producer);
-  link.mmio_write64(hw::kUarSqDoorbell, hw::sq_doorbell_value(q.qpn, producer));
+  const uint64_t v = hw::sq_doorbell_value(q.qpn, producer);
+  if (irqs)
+    link.mmio_write64_irqs(hw::kUarSqDoorbell, v);
+  else
+    link.mmio_write64(hw::kUarSqDoorbell, v);
 }
 
 /** Write one receive WR into RQ slot @p slot: its SGEs, then a terminator if there is room. */
@@ -517,15 +525,20 @@ void trace_post_recv(HcaLink& link, const SimQp& q, const ibv_recv_wr& wr) {
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   SimQp* q = sim(ibqp);
   HcaLink& link = *q->ctx->sdev->link;
-  std::lock_guard<std::mutex> g(q->sq_mu);
-  const uint16_t start = q->sq_head;
-  // ibv_post_send(3): the QP must be able to send (RTS, or later states that flush).
-  const ibv_qp_state st = ibqp->state;
-  int err = st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR ? EINVAL : 0;
-  for (; wr && !err; wr = wr->next)
-    if ((err = post_one_send(*q, link, *wr))) break;
-  if (err && bad) *bad = wr;
-  if (q->sq_head != start) ring_sq_doorbell(*q, link, q->sq_head);
+  Handoff handoff(sim(ibqp->send_cq), q->qpn);
+  int err;
+  {
+    std::lock_guard<std::mutex> g(q->sq_mu);
+    const uint16_t start = q->sq_head;
+    // ibv_post_send(3): the QP must be able to send (RTS, or later states that flush).
+    const ibv_qp_state st = ibqp->state;
+    err = st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR ? EINVAL : 0;
+    for (; wr && !err; wr = wr->next)
+      if ((err = post_one_send(*q, link, *wr))) break;
+    if (err && bad) *bad = wr;
+    if (q->sq_head != start) ring_sq_doorbell(*q, link, q->sq_head, handoff.wanted());
+  }
+  handoff.finish();  // outside the SQ lock: the woken reader may post on this QP
   return err;
 }
 

@@ -63,6 +63,11 @@ class Hca {
    * counting, so a new owner never gets a number a peer may still hold.
    */
   void function_reset();
+  /**
+   * @brief Before a function_reset(): report, as hazards, the messages its owner left
+   * unacknowledged (its process ended with them in flight). @p owner names it ("process 1234").
+   */
+  void owner_gone_hazards(const std::string& owner);
 
   // ---- the world side
   EthPort& port() { return core_.port; }
@@ -104,6 +109,8 @@ class Hca {
   void qp_hazard(uint32_t qpn);
   void cq_hazard(uint32_t cqn);
   void mkey_hazard(uint32_t key);
+  /** @brief "N unacknowledged ... in flight, from the buffer at ..." for a non-empty @p in. */
+  static std::string unacknowledged(const Ring<InflightMsg>& in);
   /** @brief Count, trace (Command/Error, "hazard: ...") and print one hazard line on stderr. */
   void report_hazard(uint32_t qpn, const TraceFields& f, const std::string& what);
   static hw::HcaCaps default_caps(const TimingProfile& prof, const HcaIdentity& id);

@@ -23,6 +23,14 @@ bool is_write(hw::WqeOpcode op) {
   return op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm;
 }
 
+/** @brief Where a send's data comes from, for a report: "from the buffer at 0x... (lkey 0x...)". */
+std::string source_of(const SendWqe& w) {
+  if (w.is_inline) return "from inline data";
+  if (w.nsge == 0) return "with no data";
+  return strprintf("from the buffer at 0x%" PRIx64 " (lkey 0x%x, %u bytes)", w.sge[0].addr, w.sge[0].lkey,
+                   w.sge[0].len);
+}
+
 /** @brief [a, a+alen) and [b, b+blen) share a byte. */
 bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
   return alen && blen && a < b + blen && b < a + alen;
@@ -60,14 +68,8 @@ void Hca::qp_hazard(uint32_t qpn) {
     const InflightMsg& m = in.front();
     const uint32_t last = last_psn(in[in.size() - 1]);
     const auto n = uint32_t(in.size());
-    const std::string what =
-        n == 1
-            ? strprintf("QP 0x%x destroyed with 1 unacknowledged %s (WQE %u, PSN %u..%u) in flight", qpn,
-                        wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last)
-            : strprintf(
-                  "QP 0x%x destroyed with %u unacknowledged messages (first %s WQE %u, PSN %u..%u) in flight",
-                  qpn, n, wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last);
-    report_hazard(qpn, TraceFields().set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(n), what);
+    report_hazard(qpn, TraceFields().set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(n),
+                  strprintf("QP 0x%x destroyed with %s", qpn, unacknowledged(qp->inflight).c_str()));
     return;
   }
   // Posted but not started: lost just the same. The doorbell itself may still be on its way
@@ -88,6 +90,37 @@ void Hca::qp_hazard(uint32_t qpn) {
       qpn, TraceFields().set_wqe(first).set_index(posted),
       strprintf("QP 0x%x destroyed with posted send WQEs not yet executed (WQE %u up to producer %u)", qpn,
                 first, unsigned(posted)));
+}
+
+std::string Hca::unacknowledged(const Ring<InflightMsg>& in) {
+  const InflightMsg& m = in.front();
+  const uint32_t last = last_psn(in[in.size() - 1]);
+  if (in.size() == 1)
+    return strprintf("1 unacknowledged %s (WQE %u, PSN %u..%u, %s) in flight", wqe_opcode_name(m.w.op),
+                     m.w.index, m.first_psn, last, source_of(m.w).c_str());
+  return strprintf("%zu unacknowledged messages (first %s WQE %u, PSN %u..%u, %s) in flight", in.size(),
+                   wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last, source_of(m.w).c_str());
+}
+
+void Hca::owner_gone_hazards(const std::string& owner) {
+  core_.qpc.for_each([&](const QpContext& qp) {
+    if (qp.inflight.empty()) return;
+    const InflightMsg& m = qp.inflight.front();
+    report_hazard(qp.qpc.qpn,
+                  TraceFields()
+                      .set_wqe(m.w.index)
+                      .set_psn_range(m.first_psn, last_psn(qp.inflight[qp.inflight.size() - 1]))
+                      .set_count(uint32_t(qp.inflight.size())),
+                  strprintf("%s ended with QP 0x%x's %s", owner.c_str(), qp.qpc.qpn,
+                            unacknowledged(qp.inflight).c_str()));
+  });
+  for (uint32_t cqn : core_.cq.ids()) {
+    const uint32_t n = core_.cq.unpolled(cqn);
+    if (!n) continue;
+    report_hazard(
+        kTraceNone, TraceFields().set_queue(cqn).set_count(n).set_index(core_.cq.produced(cqn)),
+        strprintf("%s ended with %u CQE%s of CQ %u never polled", owner.c_str(), n, n == 1 ? "" : "s", cqn));
+  }
 }
 
 void Hca::cq_hazard(uint32_t cqn) {

@@ -38,6 +38,8 @@ class FabricClient {
   /** @brief A message without a reply. */
   bool post(MsgType type, const void* a, size_t alen, const void* b = nullptr, size_t blen = 0);
   bool wait_progress();
+  /** @brief Note the interrupt counts of a reply and run the handlers of the HCAs that fired. */
+  void take_irqs(const WaitReply& r);
   int activity_fd() const { return activity_fd_; }
   bool trace_on() const { return trace_on_; }
   void set_isr(uint32_t hca, std::function<void(uint32_t)> isr) {
@@ -96,6 +98,13 @@ class RemoteLink : public drv::HcaLink {
       return;
     }
     c_.post(MsgType::Doorbell, &m, sizeof m);
+  }
+  void mmio_write64_irqs(uint32_t offset, uint64_t value) override {
+    // Answered after the device ran the doorbell's next microseconds: the interrupts they
+    // raised are in the reply, and their handlers run here rather than on the interrupt thread.
+    DoorbellMsg m{index_, offset, value};
+    WaitReply r{};
+    if (c_.call(MsgType::DoorbellIrqs, &m, sizeof m, nullptr, 0, &r, sizeof r)) c_.take_irqs(r);
   }
   bool iommu_map(uint64_t iova, void* hva, uint64_t len) override {
     MapMsg m{index_, 0, iova, uint64_t(uintptr_t(hva)), len};
@@ -270,6 +279,13 @@ bool FabricClient::wait_progress() {
     usleep(1000);
     return false;
   }
+  // The interrupts this wait saw are handled before it returns, so the caller's re-check sees
+  // their effect (a readable completion channel).
+  take_irqs(r);
+  return r.progress != 0;
+}
+
+void FabricClient::take_irqs(const WaitReply& r) {
   uint64_t counts[kMaxHcasPerHost];
   for (size_t i = 0; i < links_.size(); ++i) {
     uint64_t prev = irq_counts_[i].load(std::memory_order_relaxed);
@@ -277,10 +293,7 @@ bool FabricClient::wait_progress() {
     }
     counts[i] = irq_counts_[i].load(std::memory_order_relaxed);
   }
-  // The interrupts this wait saw are handled before it returns, so the caller's re-check sees
-  // their effect (a readable completion channel).
   run_isrs(counts);
-  return r.progress != 0;
 }
 
 void FabricClient::irq_thread() {

@@ -284,6 +284,7 @@ void DeviceServer::host_gone(Host& h) {
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
                         model::TraceFields(), "host %d left the fabric (pid %d ended): reset of %s", h.index,
                         int(h.pid), hca.identity().name.c_str());
+    hca.owner_gone_hazards("process " + std::to_string(h.pid));
     s.mem.pid = 0;
     hca.function_reset();
   });
@@ -345,7 +346,8 @@ bool DeviceServer::handle(Conn& c, const Msg& m) {
   switch (m.h.type) {
     case MsgType::Command: return on_command(c, m);
     case MsgType::Doorbell:
-    case MsgType::DoorbellSync: return on_doorbell(c, m);
+    case MsgType::DoorbellSync:
+    case MsgType::DoorbellIrqs: return on_doorbell(c, m);
     case MsgType::Map:
     case MsgType::Unmap: return on_map(c, m);
     case MsgType::Wait: return on_wait(c);
@@ -453,6 +455,8 @@ bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
   if (m.h.type == MsgType::DoorbellSync) {
     StatusReply r{0};
     send_msg(c.fd, m.h.type, &r, sizeof r);
+  } else if (m.h.type == MsgType::DoorbellIrqs) {
+    send_irqs(c, MsgType::DoorbellIrqs, true);
   }
   return true;
 }
@@ -491,20 +495,26 @@ bool DeviceServer::on_trace(Conn& c, const Msg& m) {
   auto& t = hca->tracer();
   if (!t.on()) return true;
   sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
-  if (tm.kind != model::TraceKind::Post && tm.kind != model::TraceKind::Interrupt)
+  // The kinds a driver traces: posts, interrupts, notes (a core hand-off).
+  if (tm.kind != model::TraceKind::Post && tm.kind != model::TraceKind::Interrupt &&
+      tm.kind != model::TraceKind::Note)
     return bad(c, m, "malformed TRACE (kind)");
   t.record(model::TraceUnit::Driver, tm.kind, tm.qpn, tm.has_wr != 0, tm.wr_id, tm.fields, std::move(text));
   return true;
 }
 
-void DeviceServer::reply_wait(Conn& c, bool progress) {
+void DeviceServer::send_irqs(Conn& c, MsgType type, bool progress) {
   WaitReply r{};
   r.progress = progress ? 1 : 0;
   for (uint32_t i = 0; i < opt_.hcas_per_host; ++i)
     r.irqs[i] = slots_[size_t(c.host) * opt_.hcas_per_host + i]->irqs;
+  send_msg(c.fd, type, &r, sizeof r);
+}
+
+void DeviceServer::reply_wait(Conn& c, bool progress) {
   c.waiting = false;
   c.last_msg_ns = sim::Engine::mono_ns();  // it is about to act on what it sees: let it, before time moves on
-  send_msg(c.fd, MsgType::Wait, &r, sizeof r);
+  send_irqs(c, MsgType::Wait, progress);
 }
 
 int64_t DeviceServer::realtime_progress() {

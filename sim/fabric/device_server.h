@@ -103,6 +103,8 @@ class DeviceServer {
   /** @brief progress() in the realtime clock: deliver what is due, answer waits. */
   int64_t realtime_progress();
   void reply_wait(Conn& c, bool progress);
+  /** @brief Answer @p type with the host's interrupt counts (a WaitReply). */
+  void send_irqs(Conn& c, MsgType type, bool progress);
   std::string status_text();
 
   sim::World& world_;

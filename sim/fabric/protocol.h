@@ -34,7 +34,7 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 2;  // 2: TraceMsg carries typed fields
+constexpr uint32_t kProtocolVersion = 3;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS
 /** @brief Most HCAs one host may own. */
 constexpr uint32_t kMaxHcasPerHost = 8;
 /** @brief Largest datagram either side sends (the counters JSON is the big one). */
@@ -53,6 +53,7 @@ enum class MsgType : uint32_t {
   Status,        ///< `hcasim fabric status`. Reply: text.
   Stop,          ///< `hcasim fabric stop`. Reply: Status, then the device exits.
   DoorbellSync,  ///< UAR store acknowledged once issued (CQ arm). Reply: Status.
+  DoorbellIrqs,  ///< SQ doorbell answered after its run-ahead with the interrupt counts. Reply: WaitReply.
 };
 
 struct MsgHeader {

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file handoff.h
+ * @brief Core hand-off: a thread whose SQ doorbell raised a completion event that another
+ *        thread is waiting for lets that thread run first.
+ *
+ * On hardware the HCA works beside the CPUs. The interrupt that announces a completion wakes
+ * the thread sleeping on the completion channel, and it runs on a core of its own while the
+ * thread that rang the doorbell goes on. In the simulator's realtime clock the device's next
+ * few microseconds run inside the doorbell itself (docs/architecture.md, "Time"), so the
+ * interrupt is raised on the posting thread; and the machine running the simulation often has
+ * fewer cores than the program has threads. The woken reader then waits for a core while the
+ * poster runs on, which hardware would not make it do, and a program that races its own
+ * completion handling (Gloo's buffer teardown, docs/verbs.md) loses far more often than on
+ * hardware. So the poster waits, for at most kHandoffMaxUs of wall time, until the reader has
+ * polled the CQ: the order a core per thread would give.
+ *
+ * Only for a completion channel whose last reader (ibv_get_cq_event) is another thread; a
+ * thread that waits on its own channel, or a program that only polls, never waits here.
+ */
+#pragma once
+
+#include <cstdint>
+
+namespace hcasim::drv {
+
+struct SimCq;
+struct SimChannel;
+
+/** @brief Longest a poster waits for the woken reader (wall time). */
+constexpr uint32_t kHandoffMaxUs = 200;
+
+/** @brief This thread takes events from @p ch (called by ibv_get_cq_event). */
+void note_channel_reader(SimChannel& ch);
+
+/**
+ * @brief One ibv_post_send's hand-off. Before the doorbell: wanted() says whether the send
+ * CQ's channel is read by another thread (the doorbell should then run its interrupt handlers
+ * before it returns: HcaLink::mmio_write64_irqs). After it: finish() waits, if an event was
+ * queued on that CQ meanwhile, until the CQ was polled.
+ */
+class Handoff {
+ public:
+  /** @param send_cq the posting QP's send CQ; @p qpn the QP (for the trace) */
+  Handoff(SimCq* send_cq, uint32_t qpn);
+  bool wanted() const { return wanted_; }
+  void finish();
+
+ private:
+  SimCq* cq_;
+  uint32_t qpn_;
+  bool wanted_ = false;
+  uint32_t ci_ = 0;       ///< the CQ's consumer index before the doorbell
+  unsigned events_ = 0;  ///< its completion events delivered before the doorbell
+};
+
+}  // namespace hcasim::drv
