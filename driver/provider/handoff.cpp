@@ -41,19 +41,25 @@ void Handoff::finish() {
   {
     std::unique_lock<std::mutex> l(cq_->mu);
     ++cq_->poll_waiters;
-    polled = cq_->polled.wait_for(l, std::chrono::microseconds(kHandoffMaxUs), [this] { return cq_->ci != ci_; });
+    polled =
+        cq_->polled.wait_for(l, std::chrono::microseconds(kHandoffMaxUs), [this] { return cq_->ci != ci_; });
     --cq_->poll_waiters;
   }
   HcaLink& link = *cq_->ctx->sdev->link;
   if (!link.trace_on()) return;
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   char buf[160];
   if (polled)
-    snprintf(buf, sizeof buf, "handoff: CQ %u's event is for another thread (its channel's reader); it polled %.1f us (wall) later",
-             cq_->cqn, us);
+    snprintf(
+        buf, sizeof buf,
+        "handoff: CQ %u's event is for another thread (its channel's reader); it polled %.1f us (wall) later",
+        cq_->cqn, us);
   else
-    snprintf(buf, sizeof buf, "handoff: CQ %u's event is for another thread (its channel's reader); it had not polled after %u us",
-             cq_->cqn, kHandoffMaxUs);
+    snprintf(
+        buf, sizeof buf,
+        "handoff: CQ %u's event is for another thread (its channel's reader); it had not polled after %u us",
+        cq_->cqn, kHandoffMaxUs);
   link.trace(trace::TraceKind::Note, qpn_, false, 0, trace::TraceFields().set_queue(cq_->cqn), buf);
 }
 

@@ -50,7 +50,7 @@ class Handoff {
   SimCq* cq_;
   uint32_t qpn_;
   bool wanted_ = false;
-  uint32_t ci_ = 0;       ///< the CQ's consumer index before the doorbell
+  uint32_t ci_ = 0;      ///< the CQ's consumer index before the doorbell
   unsigned events_ = 0;  ///< its completion events delivered before the doorbell
 };
 

@@ -109,8 +109,12 @@ class Hca {
   void qp_hazard(uint32_t qpn);
   void cq_hazard(uint32_t cqn);
   void mkey_hazard(uint32_t key);
-  /** @brief "N unacknowledged ... in flight, from the buffer at ..." for a non-empty @p in. */
-  static std::string unacknowledged(const Ring<InflightMsg>& in);
+  /**
+   * @brief The sends @p qp would lose now (unacknowledged messages, or posted WQEs not yet
+   * executed): false if none, else @p what says which ("1 unacknowledged SEND (WQE 3, ...,
+   * from the buffer at ...) in flight") and @p f has their facts.
+   */
+  bool sends_left(const QpContext& qp, TraceFields& f, std::string& what) const;
   /** @brief Count, trace (Command/Error, "hazard: ...") and print one hazard line on stderr. */
   void report_hazard(uint32_t qpn, const TraceFields& f, const std::string& what);
   static hw::HcaCaps default_caps(const TimingProfile& prof, const HcaIdentity& id);

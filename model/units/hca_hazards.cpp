@@ -60,59 +60,54 @@ void Hca::report_hazard(uint32_t qpn, const TraceFields& f, const std::string& w
                realtime_clock_ ? kRaceRealtime : kRaceLockstep);
 }
 
-void Hca::qp_hazard(uint32_t qpn) {
-  const QpContext* qp = core_.qpc.peek(qpn);
-  if (!qp) return;
-  const Ring<InflightMsg>& in = qp->inflight;
+bool Hca::sends_left(const QpContext& qp, TraceFields& f, std::string& what) const {
+  const Ring<InflightMsg>& in = qp.inflight;
   if (!in.empty()) {
     const InflightMsg& m = in.front();
     const uint32_t last = last_psn(in[in.size() - 1]);
-    const auto n = uint32_t(in.size());
-    report_hazard(qpn, TraceFields().set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(n),
-                  strprintf("QP 0x%x destroyed with %s", qpn, unacknowledged(qp->inflight).c_str()));
-    return;
+    f.set_wqe(m.w.index).set_psn_range(m.first_psn, last).set_count(uint32_t(in.size()));
+    what =
+        in.size() == 1
+            ? strprintf("1 unacknowledged %s (WQE %u, PSN %u..%u, %s) in flight", wqe_opcode_name(m.w.op),
+                        m.w.index, m.first_psn, last, source_of(m.w).c_str())
+            : strprintf("%zu unacknowledged messages (first %s WQE %u, PSN %u..%u, %s) in flight", in.size(),
+                        wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last, source_of(m.w).c_str());
+    return true;
   }
   // Posted but not started: lost just the same. The doorbell itself may still be on its way
   // (in lockstep it lands only when time moves), so the producer counter is the one software
   // published in the QP's doorbell record, read as the CQ check reads the CQ's.
   // A counter counts only if it is ahead of the fetch point by at most the ring's size.
-  const uint32_t ring = 1u << qp->qpc.sq_log_size;
+  const uint32_t ring = 1u << qp.qpc.sq_log_size;
   const auto ahead = [&](uint16_t pi) {
-    return uint16_t(pi - qp->sq_fetch) != 0 && uint16_t(pi - qp->sq_fetch) <= ring;
+    return uint16_t(pi - qp.sq_fetch) != 0 && uint16_t(pi - qp.sq_fetch) <= ring;
   };
   hw::QpDbrec rec{};
-  uint16_t posted = qp->sq_pi;
-  if (core_.dma.peek(qp->qpc.dbrec_addr, &rec, sizeof rec) && ahead(hw::qp_dbrec_sq(rec)))
+  uint16_t posted = qp.sq_pi;
+  if (core_.dma.peek(qp.qpc.dbrec_addr, &rec, sizeof rec) && ahead(hw::qp_dbrec_sq(rec)))
     posted = hw::qp_dbrec_sq(rec);
-  if (qp->fetched.empty() && !ahead(posted)) return;
-  const uint32_t first = qp->fetched.empty() ? qp->sq_fetch : qp->fetched.front().index;
-  report_hazard(
-      qpn, TraceFields().set_wqe(first).set_index(posted),
-      strprintf("QP 0x%x destroyed with posted send WQEs not yet executed (WQE %u up to producer %u)", qpn,
-                first, unsigned(posted)));
+  if (qp.fetched.empty() && !ahead(posted)) return false;
+  const uint32_t first = qp.fetched.empty() ? qp.sq_fetch : qp.fetched.front().index;
+  f.set_wqe(first).set_index(posted);
+  what = strprintf("posted send WQEs not yet executed (WQE %u up to producer %u)", first, unsigned(posted));
+  return true;
 }
 
-std::string Hca::unacknowledged(const Ring<InflightMsg>& in) {
-  const InflightMsg& m = in.front();
-  const uint32_t last = last_psn(in[in.size() - 1]);
-  if (in.size() == 1)
-    return strprintf("1 unacknowledged %s (WQE %u, PSN %u..%u, %s) in flight", wqe_opcode_name(m.w.op),
-                     m.w.index, m.first_psn, last, source_of(m.w).c_str());
-  return strprintf("%zu unacknowledged messages (first %s WQE %u, PSN %u..%u, %s) in flight", in.size(),
-                   wqe_opcode_name(m.w.op), m.w.index, m.first_psn, last, source_of(m.w).c_str());
+void Hca::qp_hazard(uint32_t qpn) {
+  const QpContext* qp = core_.qpc.peek(qpn);
+  TraceFields f;
+  std::string what;
+  if (qp && sends_left(*qp, f, what))
+    report_hazard(qpn, f, strprintf("QP 0x%x destroyed with %s", qpn, what.c_str()));
 }
 
 void Hca::owner_gone_hazards(const std::string& owner) {
   core_.qpc.for_each([&](const QpContext& qp) {
-    if (qp.inflight.empty()) return;
-    const InflightMsg& m = qp.inflight.front();
-    report_hazard(qp.qpc.qpn,
-                  TraceFields()
-                      .set_wqe(m.w.index)
-                      .set_psn_range(m.first_psn, last_psn(qp.inflight[qp.inflight.size() - 1]))
-                      .set_count(uint32_t(qp.inflight.size())),
-                  strprintf("%s ended with QP 0x%x's %s", owner.c_str(), qp.qpc.qpn,
-                            unacknowledged(qp.inflight).c_str()));
+    TraceFields f;
+    std::string what;
+    if (sends_left(qp, f, what))
+      report_hazard(qp.qpc.qpn, f,
+                    strprintf("%s ended with QP 0x%x's %s", owner.c_str(), qp.qpc.qpn, what.c_str()));
   });
   for (uint32_t cqn : core_.cq.ids()) {
     const uint32_t n = core_.cq.unpolled(cqn);

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,9 @@ class FabricClient {
   int conn();
   void lost(const char* what);
   void run_isrs(const uint64_t* counts);
+  /** @brief Tell the device this process is ending (LEAVING) and wait for its report. */
+  void leaving();
+  static void on_fatal_signal(int sig);
   void irq_thread();
 
   std::string path_;
@@ -186,7 +190,29 @@ bool FabricClient::join() {
     links_.push_back(std::make_unique<RemoteLink>(*this, i, r.names[i]));
   }
   std::thread([this] { irq_thread(); }).detach();
+  // However the process ends, the device hears it first and reports what it leaves in flight
+  // while its memory can still be read.
+  std::atexit([] { FabricClient::get().leaving(); });
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS}) std::signal(sig, on_fatal_signal);
   return true;
+}
+
+void FabricClient::leaving() {
+  static std::atomic<bool> once{false};
+  if (life_fd_ < 0 || getpid() != pid_ || gone_.load() || once.exchange(true)) return;
+  StatusReply r{};
+  MsgHeader h{};
+  pollfd p{life_fd_, POLLIN, 0};
+  // Only system calls (this may run in a signal handler); a device that does not answer within
+  // a second is not waited for.
+  if (send_msg(life_fd_, MsgType::Leaving, nullptr, 0) && poll(&p, 1, 1000) > 0)
+    recv_msg(life_fd_, h, &r, sizeof r);
+}
+
+void FabricClient::on_fatal_signal(int sig) {
+  std::signal(sig, SIG_DFL);
+  get().leaving();
+  std::raise(sig);
 }
 
 std::vector<drv::HcaLink*> FabricClient::links() const {

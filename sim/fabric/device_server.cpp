@@ -38,8 +38,9 @@ struct DeviceServer::Host {
   bool alive = false;
   pid_t pid = 0;
   uint64_t token = 0;
-  uint64_t visible = 0;  ///< device writes into this host's memory + its interrupts
-  int irq_fd = -1;       ///< the host's interrupt line (an eventfd it passed)
+  uint64_t visible = 0;        ///< device writes into this host's memory + its interrupts
+  int irq_fd = -1;             ///< the host's interrupt line (an eventfd it passed)
+  bool left_reported = false;  ///< LEAVING came: what it left in flight is reported
 };
 
 struct DeviceServer::Conn {
@@ -279,18 +280,21 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
 
 void DeviceServer::host_gone(Host& h) {
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+  // Without a LEAVING first (killed), the memory is gone: unsent and unacknowledged messages
+  // are still reported, CQEs never polled cannot be counted.
+  if (!h.left_reported) report_left_behind(h);
   for_each_hca(h, [&](uint32_t, Slot& s, model::Hca& hca) {
     if (hca.tracer().on())
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,
                         model::TraceFields(), "host %d left the fabric (pid %d ended): reset of %s", h.index,
                         int(h.pid), hca.identity().name.c_str());
-    hca.owner_gone_hazards("process " + std::to_string(h.pid));
     s.mem.pid = 0;
     hca.function_reset();
   });
   if (h.irq_fd >= 0) ::close(h.irq_fd);
   h.irq_fd = -1;
   h.alive = false;
+  h.left_reported = false;
   h.pid = 0;
   h.token = 0;
 }
@@ -348,6 +352,7 @@ bool DeviceServer::handle(Conn& c, const Msg& m) {
     case MsgType::Doorbell:
     case MsgType::DoorbellSync:
     case MsgType::DoorbellIrqs: return on_doorbell(c, m);
+    case MsgType::Leaving: return on_leaving(c, m);
     case MsgType::Map:
     case MsgType::Unmap: return on_map(c, m);
     case MsgType::Wait: return on_wait(c);
@@ -383,6 +388,23 @@ bool DeviceServer::on_status(Conn& c) {
   const std::string s = status_text();
   send_msg(c.fd, MsgType::Status, s.data(), s.size());
   return true;
+}
+
+bool DeviceServer::on_leaving(Conn& c, const Msg& m) {
+  if (!c.life) return bad(c, m, "LEAVING outside the host's HELLO connection");
+  Host& h = *hosts_[size_t(c.host)];
+  report_left_behind(h);
+  h.left_reported = true;
+  StatusReply r{0};
+  send_msg(c.fd, MsgType::Leaving, &r, sizeof r);
+  return true;
+}
+
+void DeviceServer::report_left_behind(Host& h) {
+  std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+  for_each_hca(h, [&](uint32_t, Slot&, model::Hca& hca) {
+    hca.owner_gone_hazards("process " + std::to_string(h.pid));
+  });
 }
 
 bool DeviceServer::on_stop(Conn& c) {

@@ -74,6 +74,10 @@ class DeviceServer {
   bool on_attach(Conn& c, const Msg& m);
   bool on_status(Conn& c);
   bool on_stop(Conn& c);
+  /** @brief LEAVING: the host's process is ending; report what it leaves while its memory is there. */
+  bool on_leaving(Conn& c, const Msg& m);
+  /** @brief Hazard reports for the work @p h leaves behind (Hca::owner_gone_hazards). */
+  void report_left_behind(Host& h);
   bool on_control(Conn& c, const Msg& m);
   bool on_command(Conn& c, const Msg& m);
   bool on_doorbell(Conn& c, const Msg& m);

@@ -34,7 +34,7 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 3;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS
+constexpr uint32_t kProtocolVersion = 3;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING
 /** @brief Most HCAs one host may own. */
 constexpr uint32_t kMaxHcasPerHost = 8;
 /** @brief Largest datagram either side sends (the counters JSON is the big one). */
@@ -54,6 +54,7 @@ enum class MsgType : uint32_t {
   Stop,          ///< `hcasim fabric stop`. Reply: Status, then the device exits.
   DoorbellSync,  ///< UAR store acknowledged once issued (CQ arm). Reply: Status.
   DoorbellIrqs,  ///< SQ doorbell answered after its run-ahead with the interrupt counts. Reply: WaitReply.
+  Leaving,       ///< on the HELLO connection: the process is ending; report what it leaves. Reply: Status.
 };
 
 struct MsgHeader {

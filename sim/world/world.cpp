@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -388,10 +389,33 @@ void World::at_exit() {
     std::fputs(s.c_str(), f);
     if (f != stderr) std::fclose(f);
   };
+  report_left_behind("the process");
   if (!cfg_.stats.empty()) put(cfg_.stats, stats_text());
   if (!cfg_.stats_json.empty()) put(cfg_.stats_json, stats_json() + "\n");
   finish();
 }
+
+void World::report_left_behind(const std::string& who) {
+  if (int(getpid()) != pid_) return;  // a forked child: the devices are the parent's
+  // Another thread may hold the device lock for a moment (it goes on running while this one
+  // handles a fatal signal); one that holds it for good (the dying thread) is not waited for.
+  std::unique_lock<std::recursive_mutex> g(Engine::instance().mutex(), std::defer_lock);
+  for (int i = 0; i < 1000 && !g.try_lock(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (!g.owns_lock()) return;
+  for (auto& h : hcas_) h->owner_gone_hazards(who);
+}
+
+namespace {
+
+/** @brief A fatal signal: say what the process leaves in flight, then die of the signal. */
+void on_fatal_signal(int sig) {
+  std::signal(sig, SIG_DFL);
+  alarm(2);  // should the report block (a lock the dying thread held), SIGALRM ends it
+  if (World* w = World::get()) w->report_left_behind("the process (signal " + std::to_string(sig) + ")");
+  std::raise(sig);
+}
+
+}  // namespace
 
 model::Hca* World::find(const std::string& name) {
   for (auto& h : hcas_)
@@ -512,6 +536,8 @@ World* World::get() {
     auto* world = new World(cfg);  // lives until exit: programs may be in verbs from other threads
     // Registered after the engine's own handler (which locks the kernel for good), so it runs first.
     std::atexit([] { World::get()->at_exit(); });
+    // A program that aborts (Gloo's teardown race) still says what it left in flight.
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS}) std::signal(sig, on_fatal_signal);
     return world;
   }();
   return w;

@@ -101,8 +101,13 @@ class World {
   std::string stats_json();
   /** @brief Complete every output (trace files, timeline, VCD, pcap); later events are dropped. */
   void finish();
-  /** @brief What the process does at exit: counters (--stats), then finish(). */
+  /** @brief What the process does at exit: what it left in flight, counters (--stats), finish(). */
   void at_exit();
+  /**
+   * @brief Report, as hazards, the sends @p who (the process) leaves unacknowledged and the
+   * CQEs it never polled. Best effort: skipped if the device lock stays held elsewhere (100 ms).
+   */
+  void report_left_behind(const std::string& who);
   StepController* step() { return step_.get(); }
 
  private:

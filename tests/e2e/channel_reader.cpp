@@ -85,7 +85,8 @@ void wait_handled(long n) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: channel_reader [--reader thread|same] [--rounds N (1..100000)] [--gap-us 0..100000]\n");
+  std::fprintf(
+      stderr, "usage: channel_reader [--reader thread|same] [--rounds N (1..100000)] [--gap-us 0..100000]\n");
   return 2;
 }
 
@@ -105,7 +106,8 @@ int main(int argc, char** argv) {
     else
       return usage();
   }
-  if ((reader != "thread" && reader != "same") || rounds < 1 || rounds > 100000 || gap_us < 0 || gap_us > 100000)
+  if ((reader != "thread" && reader != "same") || rounds < 1 || rounds > 100000 || gap_us < 0 ||
+      gap_us > 100000)
     return usage();
 
   bench::Side a{}, b{};
