@@ -45,6 +45,9 @@ void WallCoupling::start(uint64_t sim_ps, uint64_t wall_ns) {
 
 uint64_t WallCoupling::target(uint64_t next_event_ps, uint64_t wall_ns) {
   const uint64_t elapsed_ps = wall_ns > wall0_ns_ ? (wall_ns - wall0_ns_) * 1000 : 0;
+  // A wall time read before the slip grew (a thread that waited for the device lock meanwhile)
+  // may map to before the start: that is "long past", never a wrap to the far future.
+  if (sim0_ps_ + elapsed_ps <= slip_ps_) return 0;
   uint64_t t = sim0_ps_ + elapsed_ps - slip_ps_;
   if (next_event_ps < t && t - next_event_ps > kMaxLagPs) {
     slip_ps_ += t - (next_event_ps + kMaxLagPs);

@@ -211,11 +211,14 @@ void Engine::idle_round(bool& ran) {
 void Engine::realtime_round() {
   // Hold the lock for one slice of simulated time at most, so a program ringing a doorbell
   // waits for a slice, not for the whole backlog.
-  const uint64_t wait_ns = run_due(kRealtimeSlicePs);
-  if (wait_ns == 0) {
+  uint64_t wait_ns = run_due(kRealtimeSlicePs);
+  if (wait_ns == 0 && !want_.load(std::memory_order_relaxed)) {
     std::this_thread::yield();
     return;
   }
+  // A program took the lock: it brings the model up to its own instant (sync_to_wall), so step
+  // aside for a moment rather than contend for the lock with it at every turn.
+  if (wait_ns == 0) wait_ns = kStepAsideNs;
   // Nap until the next event is due or a doorbell kicks the activity fd.
   const uint64_t nap = std::min<uint64_t>(wait_ns, 10'000'000);
   pollfd p{efd_, POLLIN, 0};
@@ -320,6 +323,20 @@ bool Engine::sync_to_wall(uint64_t wall_ns) {
 
 uint64_t Engine::run_due(uint64_t slice_ps) {
   std::lock_guard<std::recursive_mutex> g(mu_);
+  const uint64_t wait = run_due_locked(slice_ps);
+  // The caller naps until the next event unless kicked (0: it does not nap at all).
+  nap_until_ps_.store(wait == 0 ? 0 : next_event_ps(), std::memory_order_relaxed);
+  return wait;
+}
+
+bool Engine::kick_needed() {
+  // Lockstep: the idle advancer's quiet period counts from the last doorbell. Realtime: only
+  // work due before the device thread's planned wake-up needs it awake (a wake-up costs a
+  // system call here and a contended device lock there).
+  return !realtime() || next_event_ps() < nap_until_ps_.load(std::memory_order_relaxed);
+}
+
+uint64_t Engine::run_due_locked(uint64_t slice_ps) {
   ensure_started();
   apply_posted();
   const uint64_t now = now_ps();

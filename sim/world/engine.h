@@ -37,6 +37,9 @@ namespace hcasim::sim {
 constexpr uint64_t kWaitQuantumPs = 100'000'000;
 /// Realtime: the longest stretch of simulated time the device thread runs under the lock (20 us).
 constexpr uint64_t kRealtimeSlicePs = 20'000'000;
+/** @brief Realtime: how long the device thread naps when a program wants the device lock (it runs the model
+ * itself meanwhile). */
+constexpr uint64_t kStepAsideNs = 20'000;
 /// Realtime: within a slice, a program thread waiting for the lock gets it after at most this much (1 us).
 constexpr uint64_t kRealtimePiecePs = 1'000'000;
 
@@ -90,6 +93,8 @@ class Engine {
   void run_until_idle(uint64_t limit_ps = ~0ull);
   /** @brief A program just issued device work (doorbell): wake waiters. */
   void kick();
+  /** @brief Under the device lock, after new work: does the device thread need a kick()? */
+  bool kick_needed();
   /** @brief Readable after kick(); run_until_visible() drains it. */
   int activity_fd() const { return efd_; }
   /** @brief Note that a program is active in verbs (resets the quiet-period clock). */
@@ -133,6 +138,7 @@ class Engine {
    * now; ~0: nothing is scheduled). Takes the lock.
    */
   uint64_t run_due(uint64_t slice_ps);
+  uint64_t run_due_locked(uint64_t slice_ps);
   /**
    * @brief Realtime: run the events due within @p lead_ps of now at once (the consequences of a
    * doorbell just rung: its packets, the ACK, the CQE, the interrupt), leaving the clock at the
@@ -193,6 +199,7 @@ class Engine {
   WallCoupling wall_;            ///< realtime: simulated time against wall time (under the lock)
   std::atomic<int> threads_{0};  ///< auto: distinct threads that used the device
   std::atomic<int> want_{0};     ///< program threads waiting for the lock (ProgramLock)
+  std::atomic<uint64_t> nap_until_ps_{~0ull};  ///< realtime: the next event the device thread naps for
   struct PostedWork {
     uint64_t rung_ns;
     std::function<void()> fn;

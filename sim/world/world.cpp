@@ -121,7 +121,7 @@ class SimLink : public drv::HcaLink {
     Engine& e = Engine::instance();
     e.note_thread();
     const uint64_t rung = Engine::mono_ns();
-    bool woke = false;
+    bool woke = false, kick;
     {
       Engine::ProgramLock g(e);
       e.note_call();
@@ -137,12 +137,13 @@ class SimLink : public drv::HcaLink {
         e.run_ahead(kLeadPs);
         woke = interrupts_delivered() != seen;
       }
+      kick = e.kick_needed();
     }
     // An interrupt handler just woke a thread (a completion channel's reader). On hardware it
     // would run at once on a core of its own; on a machine with fewer cores than threads, give
     // it this one now. (A program that only polls gets no interrupts, and keeps its core.)
     if (woke) std::this_thread::yield();
-    e.kick();
+    if (kick) e.kick();
   }
   bool iommu_map(uint64_t iova, void* hva, uint64_t len) override {
     Engine::ProgramLock g(Engine::instance());

@@ -12,13 +12,15 @@
 //   thread  (default) a thread of its own: poll(2) on the channel fd, ibv_get_cq_event,
 //           ibv_ack_cq_events, ibv_req_notify_cq, ibv_poll_cq, as Gloo's loop thread does;
 //   same    the main thread itself, after the post (as `ib_write_lat -e` does).
-// Printed: "handled before ibv_post_send returned: K of N". In the realtime clock, a reader of
-// its own is given the CPU by the poster (driver/provider/handoff.h), so K is most of N.
+// Printed: "handled before ibv_post_send returned: K of N", and how long ibv_post_send took. In
+// the realtime clock, a reader of its own is given the CPU by the poster
+// (driver/provider/handoff.h), so K is most of N.
 //
 //   channel_reader [--reader thread|same] [--rounds N] [--gap-us GAP (default 300)]
 // Exit 0 = ran, 1 = error, 2 = usage.
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "write_pair.h"
 
@@ -117,8 +120,12 @@ int main(int argc, char** argv) {
   if (reader == "thread") t = std::thread(reader_loop, std::ref(a));
 
   long early = 0;
+  std::vector<double> post_us;
   for (long i = 1; i <= rounds; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
     post_write(a, b);
+    post_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (g_handled.load() >= i) ++early;
     if (reader == "same")
       while (g_handled.load() < i)
@@ -128,8 +135,11 @@ int main(int argc, char** argv) {
   }
   g_stop = true;
   if (t.joinable()) t.join();
-  std::printf("channel_reader: reader %s, %ld rounds: handled before ibv_post_send returned: %ld of %ld\n",
-              reader.c_str(), rounds, early, rounds);
+  std::sort(post_us.begin(), post_us.end());
+  std::printf(
+      "channel_reader: reader %s, %ld rounds: handled before ibv_post_send returned: %ld of %ld "
+      "(ibv_post_send took %.1f us median, %.1f us p90)\n",
+      reader.c_str(), rounds, early, rounds, post_us[post_us.size() / 2], post_us[post_us.size() * 9 / 10]);
   bench::close_side(a);
   bench::close_side(b);
   return 0;

@@ -37,8 +37,8 @@ int main(int argc, char** argv) {
   if (ibv_post_send(a.qp, &wr, &bad)) bench::die("ibv_post_send");
   ibv_wc wc{};
   int n = ibv_poll_cq(a.cq, 1, &wc);
-  std::printf("exit_in_flight: QP 0x%x posted a WRITE from the buffer at 0x%" PRIx64 " (lkey 0x%x)\n", a.qp->qp_num,
-              sge.addr, sge.lkey);
+  std::printf("exit_in_flight: QP 0x%x posted a WRITE from the buffer at 0x%" PRIx64 " (lkey 0x%x)\n",
+              a.qp->qp_num, sge.addr, sge.lkey);
   std::fflush(stdout);
   if (how[0] == 'a') std::abort();
   if (how[0] == 'e') return 0;

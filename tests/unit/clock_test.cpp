@@ -55,6 +55,18 @@ TEST(WallCoupling, AModelThatFallsBehindSlipsByTheExcess) {
   EXPECT_EQ(w.wall_at(10 * kUs + kMaxLagPs), 300'000u);
 }
 
+TEST(WallCoupling, AnOldWallTimeAfterSlipIsThePastNotTheFarFuture) {
+  // A program reads the wall clock (5 us), then waits for the device lock while the model
+  // falls 300 us behind. Its doorbell then maps to before the start of the mapping: the caller
+  // takes max(now, target), so 0 is right; a wrapped value would fire every timer at once (it
+  // did: "transport retry counter exceeded" within 70 ms of wall time on a loaded machine).
+  WallCoupling w;
+  w.start(0, 0);
+  EXPECT_EQ(w.target(0, 400'000), kMaxLagPs);  // 300 us of slip
+  EXPECT_EQ(w.target(kNone, 5'000), 0u);
+  EXPECT_EQ(w.target(kNone, 400'000), kMaxLagPs);
+}
+
 TEST(WallCoupling, SimulatedSecondsPerWallSecond) {
   WallCoupling w;
   EXPECT_DOUBLE_EQ(w.sim_per_wall(0, 0), 1.0);  // not started
