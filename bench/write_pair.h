@@ -133,6 +133,21 @@ inline bool open_simulated_pair(Side& a, Side& b, const char* who, bool a_channe
   return true;
 }
 
+/** @brief Post one signaled 64-byte RDMA WRITE from the start of @p a's buffer to @p b's. */
+inline void post_signaled_write(Side& a, const Side& b, uint64_t wr_id = 0) {
+  ibv_sge sge{uint64_t(uintptr_t(a.buf.data())), 64, a.mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data()));
+  wr.wr.rdma.rkey = b.mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(a.qp, &wr, &bad)) die("ibv_post_send");
+}
+
 /**
  * @brief Run @p ops RDMA WRITEs of @p size bytes from @p a to @p b, keeping @p window in flight,
  * posted in linked batches of 16, every @p signal_every-th signaled (a signaled CQE retires

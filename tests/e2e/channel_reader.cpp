@@ -37,19 +37,6 @@ namespace {
 std::atomic<long> g_handled{0};
 std::atomic<bool> g_stop{false};
 
-void post_write(bench::Side& a, bench::Side& b) {
-  ibv_sge sge{uint64_t(uintptr_t(a.buf.data())), 64, a.mr->lkey};
-  ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data()));
-  wr.wr.rdma.rkey = b.mr->rkey;
-  ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(a.qp, &wr, &bad)) bench::die("ibv_post_send");
-}
-
 /** @brief One event from @p s's channel: take it, re-arm, poll every CQE. False on timeout. */
 bool handle_event(bench::Side& s, int timeout_ms) {
   pollfd p{s.ch->fd, POLLIN, 0};
@@ -123,7 +110,7 @@ int main(int argc, char** argv) {
   std::vector<double> post_us;
   for (long i = 1; i <= rounds; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    post_write(a, b);
+    bench::post_signaled_write(a, b);
     post_us.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (g_handled.load() >= i) ++early;

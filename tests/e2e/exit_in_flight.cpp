@@ -25,20 +25,11 @@ int main(int argc, char** argv) {
   }
   bench::Side a{}, b{};
   if (!bench::open_simulated_pair(a, b, "exit_in_flight")) return 2;
-  ibv_sge sge{uint64_t(uintptr_t(a.buf.data())), 64, a.mr->lkey};
-  ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data()));
-  wr.wr.rdma.rkey = b.mr->rkey;
-  ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(a.qp, &wr, &bad)) bench::die("ibv_post_send");
+  bench::post_signaled_write(a, b);
   ibv_wc wc{};
   int n = ibv_poll_cq(a.cq, 1, &wc);
   std::printf("exit_in_flight: QP 0x%x posted a WRITE from the buffer at 0x%" PRIx64 " (lkey 0x%x)\n",
-              a.qp->qp_num, sge.addr, sge.lkey);
+              a.qp->qp_num, uint64_t(uintptr_t(a.buf.data())), a.mr->lkey);
   std::fflush(stdout);
   if (how[0] == 'a') std::abort();
   if (how[0] == 'e') return 0;

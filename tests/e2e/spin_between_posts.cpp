@@ -13,20 +13,6 @@
 
 namespace {
 
-void post_write(bench::Side& a, bench::Side& b, uint64_t id) {
-  ibv_sge sge{uint64_t(uintptr_t(a.buf.data())), 64, a.mr->lkey};
-  ibv_send_wr wr{};
-  wr.wr_id = id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data()));
-  wr.wr.rdma.rkey = b.mr->rkey;
-  ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(a.qp, &wr, &bad)) bench::die("ibv_post_send");
-}
-
 /** @brief Compute for @p us microseconds of wall time (no system call, no verbs call). */
 void spin(long us) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
@@ -44,9 +30,9 @@ int main(int argc, char** argv) {
   }
   bench::Side a{}, b{};
   if (!bench::open_simulated_pair(a, b, "spin_between_posts")) return 2;
-  post_write(a, b, 1);
+  bench::post_signaled_write(a, b, 1);
   spin(us);
-  post_write(a, b, 2);
+  bench::post_signaled_write(a, b, 2);
   for (int done = 0; done < 2;) {
     ibv_wc wc{};
     const int n = ibv_poll_cq(a.cq, 1, &wc);
