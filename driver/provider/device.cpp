@@ -313,7 +313,7 @@ int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   note_channel_reader(*c);
   for (;;) {
     {
-      std::lock_guard<std::mutex> g(c->mu);
+      std::unique_lock<std::mutex> g(c->mu);
       if (!c->pending.empty()) {
         SimCq* s = c->pending.front();
         c->pending.pop_front();
@@ -323,6 +323,8 @@ int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
         *cq = &s->cq;
         *cq_context = s->cq.cq_context;  // read now: programs set it after ibv_create_cq
         s->arm_sn++;
+        g.unlock();
+        note_event_taken(*s);
         return 0;
       }
     }

@@ -20,24 +20,34 @@
  */
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace hcasim::drv {
 
 struct SimCq;
 struct SimChannel;
+class HcaLink;
 
-/** @brief Longest a poster waits for the woken reader (wall time). */
+/** @brief Longest a poster waits for the woken reader to take the event (wall time). */
 constexpr uint32_t kHandoffMaxUs = 200;
+/**
+ * @brief Longest it then waits for the reader to poll. Short: a reader that took the event but
+ * does not poll is held by something else, often a lock the poster itself holds (Gloo posts
+ * under its pair mutex, which its loop thread takes to poll), and waiting on would stall both.
+ */
+constexpr uint32_t kHandoffPollUs = 50;
 
 /** @brief This thread takes events from @p ch (called by ibv_get_cq_event). */
 void note_channel_reader(SimChannel& ch);
+/** @brief ibv_get_cq_event took an event of @p cq (wakes a poster waiting for it). */
+void note_event_taken(SimCq& cq);
 
 /**
  * @brief One ibv_post_send's hand-off. Before the doorbell: wanted() says whether the send
  * CQ's channel is read by another thread (the doorbell should then run its interrupt handlers
  * before it returns: HcaLink::mmio_write64_irqs). After it: finish() waits, if an event was
- * queued on that CQ meanwhile, until the CQ was polled.
+ * queued on that CQ meanwhile, until the reader took it and polled the CQ.
  */
 class Handoff {
  public:
@@ -47,6 +57,10 @@ class Handoff {
   void finish();
 
  private:
+  enum class Outcome { Polled, NotPolled, NotTaken };
+  Outcome wait_for_reader(unsigned delivered);
+  void trace_note(HcaLink& link, Outcome o, std::chrono::steady_clock::duration waited);
+
   SimCq* cq_;
   uint32_t qpn_;
   bool wanted_ = false;

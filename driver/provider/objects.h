@@ -77,6 +77,7 @@ struct SimCq {
   int poll_waiters = 0;            ///< posters waiting for a reader to poll (handoff.h)
   uint32_t arm_sn = 0;
   std::atomic<unsigned> events_delivered{0}, events_acked{0};
+  std::atomic<unsigned> events_taken{0};  ///< by ibv_get_cq_event (handoff.h)
   std::atomic<int> users{0};
   CqEvents events;
 };
