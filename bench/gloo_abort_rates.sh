@@ -10,6 +10,8 @@
 #   threads  the simulator, 4 ranks as threads of one process (hcasim run --hosts 4)
 #   fabric   the simulator, 4 processes on one fabric (hcasim run ... ::: ...)
 #   rxe      4 processes on rxe0 in one QEMU guest (tests/rxe/rxe-vm, TCG), the system libibverbs
+#   rxe-threads  the same guest, 4 ranks as threads of one process (checked teardown): the
+#            threads world's counterpart
 # The simulator runs with its default clock (realtime as soon as a second thread or process
 # uses it). Prints one table: aborts per cell, and whether each simulator world aborts no more
 # often than rxe. Per-launch limit: 60 s on the simulator, 120 s in the guest (a launch over
@@ -28,7 +30,7 @@ runs=$repo/tests/gloo/gloo_runs.sh
 prog=$build/bin/gloo_algorithms
 worlds=${GLOO_RATES_WORLDS:-threads fabric rxe}
 for w in $worlds; do
-  case $w in threads | fabric | rxe) ;; *) echo "gloo_abort_rates: unknown world '$w'" >&2; exit 2 ;; esac
+  case $w in threads | fabric | rxe) ;; *) echo "gloo_abort_rates: unknown world '$w' (threads, fabric, rxe)" >&2; exit 2 ;; esac
 done
 [ -x "$prog" ] || { echo "gloo_abort_rates: $prog not built (needs libgloo-dev)" >&2; exit 2; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/gloo_rates.XXXXXX")
@@ -55,15 +57,18 @@ case " $worlds " in *" rxe "*)
   echo "gloo_abort_rates: rxe (QEMU guest), $n launches per algorithm and teardown" >&2
   mkdir -p "$out/rxe"
   # One guest for both cases; each gloo_runs.sh's output into its own file in the run dir.
-  "$repo/tests/rxe/rxe-vm" --build-dir "$build" --workdir "$out/rxe" --timeout $((n * 8 * 130 + 60)) \
+  "$repo/tests/rxe/rxe-vm" --build-dir "$build" --workdir "$out/rxe" --timeout $((n * 15 * 130 + 60)) \
     -e LD_LIBRARY_PATH="$sysdir" -- bash -c '
       for td in checked immediate; do
         algos=$4; [ $td = immediate ] && algos=AllreduceRing
         "$1" --launches "$3" --timeout 120 --teardown $td --workdir "$RXE_WORKDIR/runs.$td" \
           direct "$2" $algos > "$RXE_WORKDIR/rxe.$td.txt" 2>&1
         cat "$RXE_WORKDIR/rxe.$td.txt"
-      done' _ "$runs" "$prog" "$n" "$ALGOS" >&2
-  for td in checked immediate; do cp "$out/rxe/rxe.$td.txt" "$out/rxe.$td.txt" 2> /dev/null; done ;;
+      done
+      "$1" --launches "$3" --timeout 120 --workdir "$RXE_WORKDIR/runs.threads" \
+        direct-threads "$2" $4 > "$RXE_WORKDIR/rxe-threads.checked.txt" 2>&1
+      cat "$RXE_WORKDIR/rxe-threads.checked.txt"' _ "$runs" "$prog" "$n" "$ALGOS" >&2
+  for f in rxe.checked rxe.immediate rxe-threads.checked; do cp "$out/rxe/$f.txt" "$out/$f.txt" 2> /dev/null; done ;;
 esac
 
 # ---- the table ----------------------------------------------------------------------------
@@ -78,29 +83,33 @@ cell() {
 }
 echo
 echo "Gloo 0.5.0 at teardown: 4 ranks, $n launches per cell, aborts/launches ($(date -u +%Y-%m-%d), load $(cut -d' ' -f1 /proc/loadavg))"
-printf '%-26s %-10s | %-13s | %-13s | %-13s\n' algorithm teardown "threads (sim)" "fabric (sim)" "rxe"
+row() { printf '%-26s %-10s | %-13s | %-13s | %-13s | %-13s\n' "$@"; }
+row algorithm teardown "threads (sim)" "rxe, threads" "fabric (sim)" "rxe, processes"
 for a in $ALGOS all; do
-  printf '%-26s %-10s | %-13s | %-13s | %-13s\n' "$a" checked "$(cell threads checked $a)" \
-    "$(cell fabric checked $a)" "$(cell rxe checked $a)"
+  row "$a" checked "$(cell threads checked $a)" "$(cell rxe-threads checked $a)" "$(cell fabric checked $a)" \
+    "$(cell rxe checked $a)"
 done
-printf '%-26s %-10s | %-13s | %-13s | %-13s\n' AllreduceRing immediate "$(cell threads immediate AllreduceRing)" \
-  "$(cell fabric immediate AllreduceRing)" "$(cell rxe immediate AllreduceRing)"
+row AllreduceRing immediate "$(cell threads immediate AllreduceRing)" - "$(cell fabric immediate AllreduceRing)" \
+  "$(cell rxe immediate AllreduceRing)"
 echo
-for w in threads fabric rxe; do
+for w in threads fabric rxe rxe-threads; do
   f="$out/$w.checked.txt"
   [ -f "$f" ] || continue
   echo "$w: $(grep -h RESULT "$out/$w".*.txt | sed 's/.*RESULT //' | paste -sd ';')"
 done
 status=0
 grep -h RESULT "$out"/*.txt 2> /dev/null | grep -qv ' wrong=0 hang=0 ' && status=1
-rxe_all=$(cell rxe checked all)
 for w in threads fabric; do
+  # Each simulator world against its counterpart on rxe (processes for the fabric, threads for
+  # threads when measured, else processes).
+  rxe_all=$(cell rxe checked all)
+  [ $w = threads ] && [ "$(cell rxe-threads checked all)" != - ] && rxe_all=$(cell rxe-threads checked all)
   s=$(cell $w checked all)
   { [ "$s" = - ] || [ "$rxe_all" = - ]; } && continue
   verdict=no
   [ $((${s%/*} * ${rxe_all#*/})) -le $((${rxe_all%/*} * ${s#*/})) ] && verdict=yes
   [ $verdict = no ] && status=1
-  echo "checked teardown, all algorithms: $w aborts no more often than rxe: $verdict ($s vs $rxe_all)"
+  echo "checked teardown, all algorithms: $w aborts no more often than its rxe counterpart: $verdict ($s vs $rxe_all)"
 done
 echo "(outputs and the logs of launches that did not pass: $out)"
 exit $status

@@ -10,6 +10,8 @@
 #   fabric   N processes on one fabric:      hcasim run -- PROG --rank 0 ... ::: PROG --rank 1 ...
 #   direct   N plain processes, no hcasim (e.g. inside the rxe guest: tests/rxe/rxe-vm), all on
 #            --device (default $RXE_DEV, else rxe0)
+#   direct-threads  one plain process, ranks as threads, all on --device (the threads world's
+#            counterpart on a real device)
 #
 # options:
 #   --launches K       launches per algorithm (default 20)
@@ -20,7 +22,7 @@
 #   --hcasim PATH      hcasim binary (threads, fabric; default: PROG's directory's hcasim, else
 #                      hcasim on PATH)
 #   --hcasim-opt OPT   one more option for `hcasim run` (repeatable; e.g. --clock realtime)
-#   --device NAME      the device every rank uses (direct; default $RXE_DEV or rxe0)
+#   --device NAME      the device every rank uses (direct, direct-threads; default $RXE_DEV or rxe0)
 #   --workdir DIR      where stores and logs go (default: a fresh mktemp directory); the output
 #                      of every launch that did not pass is kept as ALGO.LAUNCH.log there
 #   --fail-on-abort    exit 1 on any abort too (default: only on a wrong result or a hang)
@@ -75,13 +77,15 @@ if [ ${#algos[@]} -eq 0 ] || [ "${algos[*]}" = all ]; then read -ra algos <<< "$
 for a in "${algos[@]}"; do
   case " $ALL " in *" $a "*) ;; *) die "unknown algorithm '$a' (one of: $ALL)" ;; esac
 done
-case $world in threads|fabric|direct) ;; *) die "WORLD must be threads, fabric or direct, got '$world'" ;; esac
+case $world in threads|fabric|direct|direct-threads) ;;
+  *) die "WORLD must be threads, fabric, direct or direct-threads, got '$world'" ;;
+esac
 case $teardown in checked|immediate) ;; *) die "--teardown: checked or immediate, got '$teardown'" ;; esac
 for v in "$launches" "$ranks" "$timeout_s"; do
   case $v in ''|*[!0-9]*) die "--launches, --ranks, --timeout take positive integers" ;; esac
 done
 [ -x "$prog" ] || die "not an executable: $prog"
-if [ "$world" != direct ]; then
+if [ "${world#direct}" = "$world" ]; then
   if [ -z "$hcasim" ]; then
     if [ -x "$(dirname "$prog")/hcasim" ]; then hcasim=$(dirname "$prog")/hcasim; else hcasim=$(command -v hcasim || true); fi
   fi
@@ -115,6 +119,11 @@ launch() {
       done
       timeout -k 5 "$timeout_s" "$hcasim" run "${hopts[@]}" -- "${args[@]}" > "$log" 2>&1
       rc=$? ;;
+    direct-threads)
+      timeout -k 5 "$timeout_s" "$prog" --threads "$ranks" --store "$store" --device "$device" \
+        "${common[@]}" > "$log" 2>&1
+      rc=$?
+      [ $rc -gt 128 ] && [ $rc -ne 137 ] && echo "gloo_runs: died of signal $((rc - 128))" >> "$log" ;;
     direct)
       # One time limit per rank (each its own timeout(1), all started together).
       local pids=()
