@@ -10,9 +10,12 @@
 #   realtime, reader = the poster itself: no hand-off note (nobody else to run);
 #   lockstep, reader thread: no hand-off note (interrupts are not raised inside the doorbell).
 #
-#   handoff_test.sh HCASIM CHANNEL_READER
+# The first check is about wall time (the hand-off waits at most 250 us): with TIMING=no (a
+# sanitizer build, ~10x slower) K is printed but not checked; the rest is checked always.
+#
+#   handoff_test.sh HCASIM CHANNEL_READER [TIMING (yes|no, default yes)]
 set -u
-hcasim=$1 prog=$2
+hcasim=$1 prog=$2 timing=${3:-yes}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hcasim-handoff.XXXXXX") || fail mktemp
 trap 'rm -rf "$tmp"' EXIT
@@ -35,7 +38,8 @@ run fabric $n thread --clock realtime --fabric --hcas-per-host 2
 for w in inproc fabric; do
   k=$(early $w)
   [ -n "$k" ] || fail "$w: no result line"
-  [ "$k" -ge $((n / 2)) ] || fail "$w: the reader handled only $k of $n completions before ibv_post_send returned"
+  [ "$timing" = no ] || [ "$k" -ge $((n / 2)) ] ||
+    fail "$w: the reader handled only $k of $n completions before ibv_post_send returned"
   h=$(notes $w)
   [ "$h" -ge $((n / 2)) ] || fail "$w: only $h hand-off notes in the trace for $n rounds"
   echo "$w: $k of $n handled before the post returned, $h hand-offs"
