@@ -120,8 +120,8 @@ launch() {
       timeout -k 5 "$timeout_s" "$hcasim" run "${hopts[@]}" -- "${args[@]}" > "$log" 2>&1
       rc=$? ;;
     direct-threads)
-      timeout -k 5 "$timeout_s" "$prog" --threads "$ranks" --store "$store" --device "$device" \
-        "${common[@]}" > "$log" 2>&1
+      { timeout -k 5 "$timeout_s" "$prog" --threads "$ranks" --store "$store" --device "$device" \
+        "${common[@]}" > "$log" 2>&1; } 2> /dev/null  # no "Aborted" job report from bash
       rc=$?
       [ $rc -gt 128 ] && [ $rc -ne 137 ] && echo "gloo_runs: died of signal $((rc - 128))" >> "$log" ;;
     direct)
