@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client_link.h"
 
+#include "../world/fatal_signals.h"
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -193,7 +195,7 @@ bool FabricClient::join() {
   // However the process ends, the device hears it first and reports what it leaves in flight
   // while its memory can still be read.
   std::atexit([] { FabricClient::get().leaving(); });
-  for (int sig : {SIGABRT, SIGSEGV, SIGBUS}) std::signal(sig, on_fatal_signal);
+  sim::on_fatal_signals(on_fatal_signal);
   return true;
 }
 

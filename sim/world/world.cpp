@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "engine.h"
+#include "fatal_signals.h"
 
 namespace hcasim::sim {
 
@@ -538,7 +539,7 @@ World* World::get() {
     // Registered after the engine's own handler (which locks the kernel for good), so it runs first.
     std::atexit([] { World::get()->at_exit(); });
     // A program that aborts (Gloo's teardown race) still says what it left in flight.
-    for (int sig : {SIGABRT, SIGSEGV, SIGBUS}) std::signal(sig, on_fatal_signal);
+    on_fatal_signals(on_fatal_signal);
     return world;
   }();
   return w;

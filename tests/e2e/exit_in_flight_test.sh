@@ -5,7 +5,9 @@
 #   wait   -> no hazard;
 #   exit   -> "hazard: the process ended with QP 0x.. 's 1 unacknowledged RDMA_WRITE (WQE 0, ...,
 #             from the buffer at 0x... (lkey 0x..., 64 bytes)) in flight";
-#   abort  -> the same, "the process (signal 6) ended with ...".
+#   abort  -> the same, "the process (signal 6) ended with ...";
+#   own    -> the program's own SIGABRT handler runs (the simulator installs its report only
+#             where a program has not set a handler) and exits 3.
 # In-process (the world reports at exit or on the fatal signal) and on the fabric (the device
 # reports when the host's process is gone: "process PID ended with ...").
 #
@@ -42,5 +44,14 @@ for world in inproc fabric; do
     echo "$line" | grep -q "$sent" ||
       { cat "$out"; fail "$world $how: expected the hazard naming QP $qpn and the buffer $buf"; }
   done
+done
+for world in inproc fabric; do
+  opts=(--clock lockstep --idle-us 0 --hosts 2)
+  [ $world = fabric ] && opts=(--clock lockstep --fabric --hcas-per-host 2)
+  "$hcasim" run "${opts[@]}" -- "$prog" own > "$tmp/own" 2>&1
+  rc=$?
+  grep -q "exit_in_flight: own handler" "$tmp/own" && [ $rc -eq 3 ] ||
+    { cat "$tmp/own"; fail "$world own: the program's own SIGABRT handler did not run"; }
+  echo "$world own: the program's handler ran"
 done
 echo PASS
