@@ -116,7 +116,8 @@ class Hca {
    */
   bool sends_left(const QpContext& qp, TraceFields& f, std::string& what) const;
   /** @brief Count, trace (Command/Error, "hazard: ...") and print one hazard line on stderr. */
-  void report_hazard(uint32_t qpn, const TraceFields& f, const std::string& what);
+  /** @p race false: nothing was lost (CQEs a process left unpolled); the line says so instead. */
+  void report_hazard(uint32_t qpn, const TraceFields& f, const std::string& what, bool race = true);
   static hw::HcaCaps default_caps(const TimingProfile& prof, const HcaIdentity& id);
 
   Tracer tracer_;

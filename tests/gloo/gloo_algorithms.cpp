@@ -61,13 +61,7 @@
 
 namespace {
 
-using gloo_test::deviceNames;
-using gloo_test::join;
-using gloo_test::parseInt;
-using gloo_test::split;
-using gloo_test::UsageError;
-
-constexpr int kExitOk = 0, kExitWrong = 1, kExitUsage = 2, kExitError = 3;
+using namespace gloo_test;  // the shared command-line helpers and exit statuses
 constexpr const char* kProg = "gloo_algorithms";
 
 const std::vector<std::string> kAlgos = {"AllreduceRing",  "AllreduceRingChunked", "AllreduceHalvingDoubling",

@@ -50,13 +50,7 @@
 
 namespace {
 
-using gloo_test::deviceNames;
-using gloo_test::join;
-using gloo_test::parseInt;
-using gloo_test::split;
-using gloo_test::UsageError;
-
-constexpr int kExitOk = 0, kExitWrong = 1, kExitUsage = 2, kExitError = 3;
+using namespace gloo_test;  // the shared command-line helpers and exit statuses
 
 struct Options {
   int rank = -1, size = -1, threads = 0;

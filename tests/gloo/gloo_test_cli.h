@@ -18,7 +18,10 @@
 
 namespace gloo_test {
 
-/** @brief A bad command line (the programs exit with status 2). */
+/** @brief The programs' exit statuses: passed, a wrong result, a bad command line, a Gloo error. */
+constexpr int kExitOk = 0, kExitWrong = 1, kExitUsage = 2, kExitError = 3;
+
+/** @brief A bad command line (the programs exit with status kExitUsage). */
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
