@@ -51,9 +51,14 @@ void note_event_taken(SimCq& cq);
  */
 class Handoff {
  public:
-  /** @param send_cq the posting QP's send CQ; @p qpn the QP (for the trace) */
+  /**
+   * @param send_cq the posting QP's send CQ
+   * @param qpn the posting QP's number (for the trace)
+   */
   Handoff(SimCq* send_cq, uint32_t qpn);
+  /** @brief Whether the doorbell should run its interrupt handlers before it returns. */
   bool wanted() const { return wanted_; }
+  /** @brief After the doorbell: wait for the reader if an event was queued meanwhile. */
   void finish();
 
  private:
