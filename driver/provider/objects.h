@@ -64,7 +64,12 @@ struct CqEvents : EventTarget {
 };
 
 struct SimCq {
-  ibv_cq cq;  // must stay first
+  // Must stay first. ibv_cq_ex begins with ibv_cq's fields (ibv_cq_ex_to_cq is a cast), so a CQ
+  // made by ibv_create_cq_ex is the same object seen through its extended struct.
+  union {
+    ibv_cq_ex cqx;
+    ibv_cq cq;
+  };
   SimContext* ctx = nullptr;
   SimChannel* channel = nullptr;
   uint32_t cqn = 0;
@@ -90,7 +95,12 @@ struct QpEvents : EventTarget {
 };
 
 struct SimQp {
-  ibv_qp qp;  // must stay first
+  // Must stay first. ibv_qp_ex begins with an ibv_qp (qp_base), so a QP made by
+  // ibv_create_qp_ex with send_ops_flags is the same object seen through its extended struct.
+  union {
+    ibv_qp_ex qpx;
+    ibv_qp qp;
+  };
   SimContext* ctx = nullptr;
   SimPd* spd = nullptr;
   uint32_t qpn = 0;
