@@ -5,9 +5,16 @@
 
 namespace hcasim::model {
 
-CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq,
+CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, SrqTable& srqs, MrTable& mrs, CqUnit& cq, EqUnit& eq,
                          hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState)> on_state)
-    : tracer_(tracer), qpc_(qpc), mrs_(mrs), cq_(cq), eq_(eq), caps_(caps), on_state_(std::move(on_state)) {}
+    : tracer_(tracer),
+      qpc_(qpc),
+      srqs_(srqs),
+      mrs_(mrs),
+      cq_(cq),
+      eq_(eq),
+      caps_(caps),
+      on_state_(std::move(on_state)) {}
 
 hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in) {
   hw::Qpc& q = qp.qpc;
@@ -27,6 +34,7 @@ hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc
   if (mask & IBV_QP_RNR_RETRY) q.rnr_retry = in.rnr_retry;
   if (mask & IBV_QP_SQ_PSN) q.sq_psn = in.sq_psn & hw::kPsnMask;
   if (mask & IBV_QP_MAX_QP_RD_ATOMIC) q.max_rd_atomic = in.max_rd_atomic;
+  if (mask & IBV_QP_QKEY) q.qkey = in.qkey;
   const auto to = hw::QpState(q.state);
   if (mask & IBV_QP_RQ_PSN) qp.epsn = q.rq_psn;
   if (mask & IBV_QP_SQ_PSN) qp.next_psn = q.sq_psn;
@@ -80,6 +88,9 @@ hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
   auto q = hw::cmd_in<hw::Qpc>(mb);
   if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
     return hw::CmdStatus::BadResource;
+  const auto type = hw::QpType(q.type);
+  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud) return hw::CmdStatus::BadParam;
+  if (q.srqn != hw::kNoSrq && !srqs_.find(q.srqn)) return hw::CmdStatus::BadResource;
   q.qpn = next_qpn_++;
   q.state = uint8_t(hw::QpState::Reset);
   QpContext* qp = qpc_.create(q.qpn);
@@ -97,6 +108,42 @@ hw::CmdStatus CommandUnit::query_qp(hw::CmdMailbox& mb) {
   q.rq_psn = qp->epsn;
   hw::set_cmd_out(mb, q);
   return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::create_srq(hw::CmdMailbox& mb) {
+  auto c = hw::cmd_in<hw::Srqc>(mb);
+  if (!pds_.count(c.pdn) || !eq_.exists(c.eqn)) return hw::CmdStatus::BadResource;
+  if (c.log_size > 16 || c.log_stride < 4) return hw::CmdStatus::BadParam;
+  c.srqn = next_srqn_++;
+  if (!srqs_.create(c)) return hw::CmdStatus::BadResource;
+  mb.arg0 = c.srqn;
+  HCASIM_TRACE(tracer_, Command, Note, kTraceNone, TraceFields().set_queue(c.srqn),
+               "SRQ 0x%x created: %u WQEs of %u bytes", c.srqn, 1u << c.log_size, 1u << c.log_stride);
+  return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::arm_srq(hw::CmdMailbox& mb) {
+  SrqContext* s = srqs_.find(mb.arg0);
+  if (!s) return hw::CmdStatus::BadResource;
+  if (mb.arg1 > (1u << s->srqc.log_size)) return hw::CmdStatus::BadParam;
+  s->srqc.limit = mb.arg1;
+  HCASIM_TRACE(tracer_, Command, Note, kTraceNone, TraceFields().set_queue(mb.arg0).set_count(mb.arg1),
+               "SRQ 0x%x limit armed at %u", mb.arg0, mb.arg1);
+  return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::query_srq(hw::CmdMailbox& mb) {
+  SrqContext* s = srqs_.find(mb.arg0);
+  if (!s) return hw::CmdStatus::BadResource;
+  hw::set_cmd_out(mb, s->srqc);
+  return hw::CmdStatus::Ok;
+}
+
+hw::CmdStatus CommandUnit::destroy_srq(hw::CmdMailbox& mb) {
+  bool used = false;
+  qpc_.for_each([&](QpContext& qp) { used = used || qp.qpc.srqn == mb.arg0; });
+  if (used) return hw::CmdStatus::ResourceBusy;  // ibv_destroy_srq(3): EBUSY while QPs use it
+  return srqs_.destroy(mb.arg0) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;
 }
 
 void CommandUnit::execute(hw::CmdMailbox& mb) {
@@ -124,6 +171,10 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
     }
     case hw::CmdOpcode::QueryQp: s = query_qp(mb); break;
     case hw::CmdOpcode::DestroyQp: s = found(qpc_.destroy(mb.arg0)); break;
+    case hw::CmdOpcode::CreateSrq: s = create_srq(mb); break;
+    case hw::CmdOpcode::ArmSrq: s = arm_srq(mb); break;
+    case hw::CmdOpcode::QuerySrq: s = query_srq(mb); break;
+    case hw::CmdOpcode::DestroySrq: s = destroy_srq(mb); break;
     default: s = hw::CmdStatus::BadOpcode;
   }
   mb.status = uint8_t(s);

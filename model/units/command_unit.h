@@ -16,6 +16,7 @@
 #include "eq_unit.h"
 #include "mr_table.h"
 #include "qpc_cache.h"
+#include "srq_table.h"
 
 namespace hcasim::model {
 
@@ -28,8 +29,8 @@ class CommandUnit {
    * @param caps what QueryHcaCap answers
    * @param on_state called after a QP changes state (RTR/RTS setup, ERR flush)
    */
-  CommandUnit(Tracer& tracer, QpcCache& qpc, MrTable& mrs, CqUnit& cq, EqUnit& eq, hw::HcaCaps caps,
-              std::function<void(QpContext&, hw::QpState from)> on_state);
+  CommandUnit(Tracer& tracer, QpcCache& qpc, SrqTable& srqs, MrTable& mrs, CqUnit& cq, EqUnit& eq,
+              hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState from)> on_state);
 
   /** @brief Execute one command; status and out are filled in the mailbox. */
   void execute(hw::CmdMailbox& mb);
@@ -45,15 +46,20 @@ class CommandUnit {
   hw::CmdStatus create_cq(hw::CmdMailbox& mb);
   hw::CmdStatus create_qp(hw::CmdMailbox& mb);
   hw::CmdStatus query_qp(hw::CmdMailbox& mb);
+  hw::CmdStatus create_srq(hw::CmdMailbox& mb);
+  hw::CmdStatus arm_srq(hw::CmdMailbox& mb);
+  hw::CmdStatus query_srq(hw::CmdMailbox& mb);
+  hw::CmdStatus destroy_srq(hw::CmdMailbox& mb);
 
   Tracer& tracer_;
   QpcCache& qpc_;
+  SrqTable& srqs_;
   MrTable& mrs_;
   CqUnit& cq_;
   EqUnit& eq_;
   hw::HcaCaps caps_;
   std::function<void(QpContext&, hw::QpState)> on_state_;
-  uint32_t next_pdn_ = 1, next_qpn_ = 0x11, next_cqn_ = 1, next_eqn_ = 1, next_mkey_ = 1;
+  uint32_t next_pdn_ = 1, next_qpn_ = 0x11, next_cqn_ = 1, next_eqn_ = 1, next_mkey_ = 1, next_srqn_ = 1;
   uint8_t mkey_tag_ = 0x2a;
   std::unordered_set<uint32_t> pds_;
 };

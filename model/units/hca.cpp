@@ -25,9 +25,9 @@ hw::HcaCaps Hca::default_caps(const TimingProfile& prof, const HcaIdentity& id) 
   c.atomic_cap = 1;  // IBV_ATOMIC_HCA
   c.max_qp_init_rd_atom = 16;
   c.max_inline_data = kMaxInline;
-  c.max_srq = 0;
-  c.max_srq_wr = 0;
-  c.max_srq_sge = 0;
+  c.max_srq = 1 << 16;
+  c.max_srq_wr = 1 << 14;
+  c.max_srq_sge = kMaxSge;
   c.phys_port_cnt = 1;
   c.qpc_cache_entries = prof.qpc_cache_entries;
   std::memcpy(c.port_mac, id.mac, 6);
@@ -44,7 +44,7 @@ Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
       req_(core_.transport()),
       resp_(core_.transport()),
       doorbell_(prof, tracer_, core_.cq, core_.eq, req_),
-      cmd_(tracer_, core_.qpc, core_.mrs, core_.cq, core_.eq, default_caps(prof, id),
+      cmd_(tracer_, core_.qpc, core_.srqs, core_.mrs, core_.cq, core_.eq, default_caps(prof, id),
            [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }) {
   tracer_.attach(sink, id.index);
   req_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
@@ -93,6 +93,7 @@ void Hca::function_reset() {
   std::vector<uint32_t> qpns;
   core_.qpc.for_each([&](QpContext& qp) { qpns.push_back(qp.qpc.qpn); });
   for (uint32_t q : qpns) core_.qpc.destroy(q);
+  for (uint32_t s : core_.srqs.ids()) core_.srqs.destroy(s);
   for (uint32_t c : core_.cq.ids()) core_.cq.destroy(c);
   for (uint32_t e : core_.eq.ids()) core_.eq.destroy(e);
   for (uint32_t k : core_.mrs.keys()) core_.mrs.remove(k);
@@ -107,6 +108,14 @@ void Hca::function_reset() {
 void Hca::drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n) {
   drop_pred_ = std::move(pred);
   drop_left_ = n;
+}
+
+bool Hca::transport_matches(const QpContext& qp, wire::BthOpcode op) {
+  switch (hw::QpType(qp.qpc.type)) {
+    case hw::QpType::Uc: return wire::transport_of(op) == wire::Transport::UC;
+    case hw::QpType::Ud: return wire::transport_of(op) == wire::Transport::UD;
+    default: return wire::transport_of(op) == wire::Transport::RC;
+  }
 }
 
 void Hca::on_rx(PacketPtr pkt) {
@@ -130,6 +139,14 @@ void Hca::on_rx(PacketPtr pkt) {
       core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");
   if (!l.qp) {
     ++rx_dropped_;
+    return;
+  }
+  if (!transport_matches(*l.qp, f.h.opcode)) {
+    ++rx_dropped_;
+    HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp,
+                 TraceFields().set_opcode(uint16_t(f.h.opcode)).set_psn(f.h.psn).set_flag(kTfError),
+                 "frame dropped: %s packet for a %s QP", wire::opcode_name(f.h.opcode),
+                 hw::qp_type_name(hw::QpType(l.qp->qpc.type)));
     return;
   }
   if (wire::is_request(f.h.opcode))
@@ -168,6 +185,8 @@ HcaStats Hca::stats() const {
   s.iotlb_hits = const_cast<Iommu&>(core_.iommu).iotlb_hits();
   s.iotlb_misses = const_cast<Iommu&>(core_.iommu).iotlb_misses();
   s.hazards = hazards_;
+  s.unreliable_drops = resp_.unreliable_drops();
+  s.qkey_violations = resp_.qkey_violations();
   return s;
 }
 

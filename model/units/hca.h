@@ -26,6 +26,8 @@ struct HcaStats {
       iotlb_misses;
   /** Objects destroyed while work touching them was in flight (hazard reports). */
   uint64_t hazards;
+  /** UC/UD packets the responder dropped (unreliable: never NAKed), and UD Q_Key mismatches. */
+  uint64_t unreliable_drops, qkey_violations;
 };
 
 /** @brief An RDMA WRITE in flight towards some memory key (for a deregistration hazard report). */
@@ -102,6 +104,8 @@ class Hca {
 
  private:
   void on_rx(PacketPtr pkt);
+  /** @brief Whether packets of opcode @p op belong to @p qp's transport (RC, UC, UD). */
+  static bool transport_matches(const QpContext& qp, wire::BthOpcode op);
   void to_error(QpContext& qp, const char* why);
   void on_state(QpContext& qp, hw::QpState from);
   // ---- hazard reports (hca_hazards.cpp): destroy commands only, never the data path

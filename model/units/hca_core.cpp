@@ -24,21 +24,43 @@ HcaCore::HcaCore(const TimingProfile& p, Tracer& t, const HcaIdentity& ident)
       port(p, t, ident.mac),
       frames(id, port, t) {}
 
+bool FrameBuilder::address(const hw::PathDesc& path, uint32_t src_qpn, uint32_t dst_qpn,
+                           wire::Headers& h) const {
+  const uint8_t* sgid = id_.gid[path.sgid_index < hw::kGidTableLen ? path.sgid_index : 1];
+  if (!resolve_ || !resolve_(path.dgid, h.dst_mac)) return false;
+  std::memcpy(h.src_mac, id_.mac, 6);
+  wire::set_l3_from_gids(h, sgid, path.dgid);
+  h.ttl = path.hop_limit ? path.hop_limit : 64;
+  h.traffic_class = path.traffic_class;
+  h.flow_label = path.flow_label;
+  h.udp_sport = wire::roce_udp_sport(src_qpn, dst_qpn);
+  h.dest_qp = dst_qpn;
+  h.pkey = 0xffff;
+  return true;
+}
+
 bool FrameBuilder::headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn,
                                wire::Headers& h) const {
-  const hw::Qpc& q = qp.qpc;
-  const uint8_t* sgid = id_.gid[q.path.sgid_index < hw::kGidTableLen ? q.path.sgid_index : 1];
-  if (!resolve_ || !resolve_(q.path.dgid, h.dst_mac)) return false;
-  std::memcpy(h.src_mac, id_.mac, 6);
-  wire::set_l3_from_gids(h, sgid, q.path.dgid);
-  h.ttl = q.path.hop_limit ? q.path.hop_limit : 64;
-  h.traffic_class = q.path.traffic_class;
-  h.flow_label = q.path.flow_label;
-  h.udp_sport = wire::roce_udp_sport(q.qpn, q.dest_qpn);
+  if (!address(qp.qpc.path, qp.qpc.qpn, qp.qpc.dest_qpn, h)) return false;
   h.opcode = op;
-  h.dest_qp = q.dest_qpn;
   h.psn = psn & wire::kPsnMask;
-  h.pkey = 0xffff;
+  return true;
+}
+
+bool FrameBuilder::datagram_headers(const QpContext& qp, const hw::DatagramAddr& av, wire::BthOpcode op,
+                                    uint32_t psn, wire::Headers& h) const {
+  hw::PathDesc path{};
+  std::memcpy(path.dgid, av.dgid, 16);
+  path.sgid_index = av.sgid_index;
+  path.hop_limit = av.hop_limit;
+  path.traffic_class = av.traffic_class;
+  path.flow_label = av.flow_label;
+  if (!address(path, qp.qpc.qpn, av.dqpn, h)) return false;
+  h.opcode = op;
+  h.psn = psn & wire::kPsnMask;
+  // IBTA 10.2.5: a Q_Key with its high bit set is privileged; the QP's own Q_Key goes out instead.
+  h.deth.qkey = (av.qkey & 0x80000000u) ? qp.qpc.qkey : av.qkey;
+  h.deth.src_qp = qp.qpc.qpn;
   return true;
 }
 

@@ -15,6 +15,7 @@
 #include "eth_port.h"
 #include "mr_table.h"
 #include "qpc_cache.h"
+#include "srq_table.h"
 #include "wqe_fetch.h"
 
 namespace hcasim::model {
@@ -44,10 +45,16 @@ class FrameBuilder {
   void set_resolver(Resolver r) { resolve_ = std::move(r); }
   /** @brief Headers of a packet on @p qp's connection (addresses from the QPC's path). */
   bool headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn, wire::Headers& h) const;
+  /** @brief Headers of a UD packet from @p qp to the address @p av (a send WQE's datagram segment). */
+  bool datagram_headers(const QpContext& qp, const hw::DatagramAddr& av, wire::BthOpcode op, uint32_t psn,
+                        wire::Headers& h) const;
   /** @brief Build a frame and queue it on the port at @p ready_ps. */
   void send_frame(const wire::Headers& h, const void* payload, uint32_t len, uint64_t ready_ps);
 
  private:
+  /** @brief L2/L3/L4 fields and the BTH's addressing for a packet from @p src_qpn to @p dst_qpn. */
+  bool address(const hw::PathDesc& path, uint32_t src_qpn, uint32_t dst_qpn, wire::Headers& h) const;
+
   const HcaIdentity& id_;
   EthPort& port_;
   Tracer& tracer_;
@@ -75,6 +82,7 @@ struct TransportUnits {
   const TimingProfile& prof;
   Tracer& tracer;
   QpcCache& qpc;
+  SrqTable& srqs;
   WqeFetchUnit& fetch;
   MrTable& mrs;
   CqUnit& cq;
@@ -97,6 +105,7 @@ struct HcaCore {
   DmaEngine dma;
   BufferTableWalker bt;
   QpcCache qpc;
+  SrqTable srqs;
   WqeFetchUnit fetch;
   MrTable mrs;
   EqUnit eq;
@@ -105,7 +114,7 @@ struct HcaCore {
   FrameBuilder frames;
 
   /** @brief The units the requester and responder use. */
-  TransportUnits transport() { return TransportUnits{prof, tracer, qpc, fetch, mrs, cq, eq, port, frames}; }
+  TransportUnits transport() { return TransportUnits{prof, tracer, qpc, srqs, fetch, mrs, cq, eq, port, frames}; }
 };
 
 }  // namespace hcasim::model

@@ -64,6 +64,7 @@ struct SendWqe {
   uint32_t length = 0;  ///< message length
   bool is_inline = false;
   uint8_t inline_buf[kMaxInline];
+  hw::DatagramAddr av;  ///< UD: where this message goes (the WQE's datagram segment)
 };
 
 /** @brief A message the requester has started: kept until completed, for retransmission. */
@@ -80,6 +81,7 @@ struct InflightMsg {
 /** @brief Receive WQE being filled by an incoming SEND. */
 struct RecvInProgress {
   bool active = false;
+  bool srq = false;  ///< taken from the QP's shared receive queue (index is the SRQ's)
   uint16_t index = 0;
   uint32_t nsge = 0;
   Sge sge[kMaxSge];
@@ -116,6 +118,8 @@ struct QpContext {
   uint32_t write_done = 0;
   bool nak_pending = false;  ///< a PSN sequence error NAK was sent; stay quiet until the resend
   bool comm_est = false;     ///< communication-established event already raised
+  bool uc_dropping = false;  ///< UC: a packet of this message was lost; drop until the next FIRST/ONLY
+  bool last_wqe_reached = false;  ///< SRQ: the last-WQE-reached event was raised (once per ERR)
   /** Atomic results by PSN, so a duplicate atomic is answered again, not executed twice. */
   struct AtomicReplay {
     uint32_t psn;

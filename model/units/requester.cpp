@@ -37,14 +37,23 @@ bool message_kind(hw::WqeOpcode op, wire::MessageKind& k) {
 bool is_atomic(hw::WqeOpcode op) {
   return op == hw::WqeOpcode::AtomicCmpSwap || op == hw::WqeOpcode::AtomicFetchAdd;
 }
+bool reliable(const QpContext& qp) { return hw::QpType(qp.qpc.type) == hw::QpType::Rc; }
+wire::Transport transport(const QpContext& qp) {
+  switch (hw::QpType(qp.qpc.type)) {
+    case hw::QpType::Uc: return wire::Transport::UC;
+    case hw::QpType::Ud: return wire::Transport::UD;
+    default: return wire::Transport::RC;
+  }
+}
+
 /** READs and atomics complete on their response, not on an ACK. */
 bool needs_response(const InflightMsg& m) { return m.w.op == hw::WqeOpcode::RdmaRead || is_atomic(m.w.op); }
 
 /** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt,
  * AtomicETH). */
-void fill_request_headers(const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
+void fill_request_headers(const QpContext& qp, const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
   const bool ends = wire::ends_message(op);
-  h.ackreq = ends;
+  h.ackreq = ends && reliable(qp);  // UC and UD are never acknowledged
   h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
          m.w.op != hw::WqeOpcode::RdmaRead;
   if (wire::has_reth(op)) {
@@ -68,8 +77,8 @@ Requester::Requester(const TransportUnits& units)
       jobs_("requester", [this](Job& j) { run(j); }),
       ack_timer_("ack_timer", [this](uint32_t qpn) { on_timeout(qpn); }) {}
 
-void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps) {
-  jobs_.push(at_ps, Job{qp.qpc.qpn, stage});
+void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps, uint32_t psn) {
+  jobs_.push(at_ps, Job{qp.qpc.qpn, stage, psn});
 }
 
 void Requester::doorbell(uint32_t qpn, uint16_t pi) {
@@ -105,6 +114,7 @@ void Requester::run(Job& job) {
       break;
     case Stage::Decode: decode(*qp); break;
     case Stage::Tx: tx(*qp); break;
+    case Stage::Complete: complete_through(*qp, job.psn); break;
   }
 }
 
@@ -169,6 +179,10 @@ void Requester::decode(QpContext& qp) {
       fail_front(qp, hw::CqeSyndrome::LocalQpOpErr, "unsupported opcode");
       return;
     }
+    if (!transport_allows(qp, m, mtu)) {  // queued to fail in its turn
+      any = true;
+      continue;
+    }
     qp.next_psn = wire::psn_add(qp.next_psn, m.npkts);
     const uint32_t psn_last = m.npkts ? last_psn(m) : m.first_psn;
     HCASIM_TRACE(u_.tracer, Requester, WqeDecode, qp.qpc.qpn,
@@ -179,6 +193,28 @@ void Requester::decode(QpContext& qp) {
     any = true;
   }
   if (any) schedule(qp, Stage::Tx, now_ps() + u_.prof.wqe_decode_ps);
+}
+
+bool Requester::transport_allows(QpContext& qp, InflightMsg& m, uint32_t mtu) {
+  const auto type = hw::QpType(qp.qpc.type);
+  const bool send = m.w.op == hw::WqeOpcode::Send || m.w.op == hw::WqeOpcode::SendImm;
+  const bool write = m.w.op == hw::WqeOpcode::RdmaWrite || m.w.op == hw::WqeOpcode::RdmaWriteImm;
+  const char* why = nullptr;
+  hw::CqeSyndrome status = hw::CqeSyndrome::LocalQpOpErr;
+  if (type == hw::QpType::Ud && !send) {
+    why = "UD sends only SEND and SEND_WITH_IMM";
+  } else if (type == hw::QpType::Uc && !send && !write) {
+    why = "UC has no RDMA READ or atomics";
+  } else if (type == hw::QpType::Ud && m.w.length > mtu) {
+    why = "UD message longer than the path MTU";  // IBTA 9.8.2: a UD message is one packet
+    status = hw::CqeSyndrome::LocalLengthErr;
+  }
+  if (!why) return true;
+  // It completes in error in its turn, after every earlier message (local_fail).
+  m.npkts = 0;
+  qp.inflight.push_back(m);
+  local_fail(qp, qp.inflight[qp.inflight.size() - 1], status, why);
+  return false;
 }
 
 bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len, uint8_t* dst) {
@@ -252,12 +288,14 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
     len = s.length;
   }
   const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
+  op = wire::in_transport(op, transport(qp));
+  const bool ud = hw::QpType(qp.qpc.type) == hw::QpType::Ud;
   wire::Headers h;
-  if (!u_.frames.headers_for(qp, op, psn, h)) {
+  if (!(ud ? u_.frames.datagram_headers(qp, m.w.av, op, psn, h) : u_.frames.headers_for(qp, op, psn, h))) {
     local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
     return false;
   }
-  fill_request_headers(m, op, h);
+  fill_request_headers(qp, m, op, h);
   PacketPtr pkt = make_packet();
   uint8_t* slot = pkt->data + wire::header_length(h);
   if (len && !gather(qp, m, off, len, slot)) {
@@ -272,9 +310,9 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
   batch.first_read = batch.first_read && len == 0;
   if (qp.tx_pkt == 0)
     HCASIM_TRACE(u_.tracer, Requester, PktTx, qp.qpc.qpn,
-                 TraceFields().set_wqe(m.w.index).set_peer_qpn(qp.qpc.dest_qpn).set_psn(psn),
-                 "WQE %u: start %s to qp 0x%x, first PSN %u", m.w.index, wqe_opcode_name(m.w.op),
-                 qp.qpc.dest_qpn, psn);
+                 TraceFields().set_wqe(m.w.index).set_peer_qpn(h.dest_qp).set_psn(psn),
+                 "WQE %u: start %s to qp 0x%x, first PSN %u%s", m.w.index, wqe_opcode_name(m.w.op), h.dest_qp,
+                 psn, ud ? " (UD)" : "");
   u_.port.transmit(std::move(pkt), stream_ready(qp, false, batch.ready));
   return true;
 }
@@ -306,8 +344,10 @@ void Requester::tx(QpContext& qp) {
       m.sent = true;
       ++qp.tx_msg;
       qp.tx_pkt = 0;
+      // UC/UD: nothing will acknowledge it; it completes once its last packet has left.
+      if (!reliable(qp)) schedule(qp, Stage::Complete, qp.req_tx_last, last_psn(m));
     }
-    if (!ack_timer_.armed(qp.qpc.qpn)) restart_timer(qp);
+    if (reliable(qp) && !ack_timer_.armed(qp.qpc.qpn)) restart_timer(qp);
   }
 }
 

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file requester.h
- * @brief RC requester: doorbell -> WQE fetch and decode (the WQE-fetch unit) -> payload gather (MR checks,
- * DMA) -> MTU segmentation into RoCEv2 packets with PSNs; ACK/NAK and READ-response handling, retransmission
- * from the first unacknowledged PSN (go-back-N), requester completions.
+ * @brief The requester: doorbell -> WQE fetch and decode (the WQE-fetch unit) -> payload gather (MR
+ * checks, DMA) -> MTU segmentation into RoCEv2 packets with PSNs; for RC, ACK/NAK and READ-response
+ * handling, retransmission from the first unacknowledged PSN (go-back-N); UC and UD messages
+ * complete when their last packet has left; requester completions.
  */
 #pragma once
 
@@ -19,7 +20,7 @@ const char* wqe_opcode_name(hw::WqeOpcode op);
 /** @brief Last PSN of in-flight message @p m. */
 uint32_t last_psn(const InflightMsg& m);
 
-/** @brief The RC requester: one per HCA, serving every QP's send queue. */
+/** @brief The requester: one per HCA, serving every QP's send queue (RC, UC and UD). */
 class Requester {
  public:
   explicit Requester(const TransportUnits& units);
@@ -42,13 +43,17 @@ class Requester {
   uint64_t retransmits() const { return retransmits_; }
 
  private:
-  enum class Stage : uint8_t { Fetch, Decode, Tx };
+  /** Complete: an unreliable (UC/UD) message's last packet has left; it completes now. */
+  enum class Stage : uint8_t { Fetch, Decode, Tx, Complete };
   struct Job {
     uint32_t qpn;
     Stage stage;
+    uint32_t psn = 0;  ///< Complete: the last PSN that has left
   };
   void run(Job& job);
-  void schedule(QpContext& qp, Stage stage, uint64_t at_ps);
+  void schedule(QpContext& qp, Stage stage, uint64_t at_ps, uint32_t psn = 0);
+  /** @brief Whether @p m may be sent on @p qp's transport (UD: one SEND of at most an MTU). */
+  bool transport_allows(QpContext& qp, InflightMsg& m, uint32_t mtu);
   void fetch(QpContext& qp);
   void decode(QpContext& qp);
   void tx(QpContext& qp);

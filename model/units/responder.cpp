@@ -21,6 +21,7 @@ void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
 
 bool Responder::take_recv(QpContext& qp) {
   if (qp.recv.active) return true;
+  if (qp.qpc.srqn != hw::kNoSrq) return take_srq_recv(qp);
   const uint32_t qpn = qp.qpc.qpn;
   if (qp.rq_ci == qp.rq_pi_seen) {
     // Nothing known to be posted: look at the doorbell record the driver updates.
@@ -40,13 +41,64 @@ bool Responder::take_recv(QpContext& qp) {
   return true;
 }
 
-void Responder::completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h) {
+bool Responder::take_srq_recv(QpContext& qp) {
+  const uint32_t qpn = qp.qpc.qpn;
+  SrqContext* srq = u_.srqs.find(qp.qpc.srqn);
+  if (!srq) return false;
+  if (srq->ci == srq->pi_seen) {
+    if (!u_.fetch.recv_producer(srq->srqc.dbrec_addr, qpn, srq->pi_seen)) return false;
+    if (srq->ci == srq->pi_seen) return false;
+  }
+  RecvInProgress r;
+  if (!u_.fetch.fetch_recv(srq_queue(*srq, qpn), srq->ci, r.sge, r.nsge)) return false;
+  r.active = true;
+  r.srq = true;
+  r.index = srq->ci;
+  qp.recv = r;
+  ++srq->ci;
+  ++recv_wqes_;
+  HCASIM_TRACE(u_.tracer, WqeFetch, WqeFetch, qpn,
+               TraceFields().set_wqe(r.index).set_count(r.nsge).set_queue(srq->srqc.srqn).set_flag(kTfRq).set_flag(
+                   kTfSrq),
+               "SRQ 0x%x WQE %u: %u SGE(s)", srq->srqc.srqn, r.index, r.nsge);
+  check_srq_limit(*srq, qpn);
+  return true;
+}
+
+void Responder::check_srq_limit(SrqContext& srq, uint32_t qpn) {
+  if (srq.srqc.limit == 0) return;
+  // Count against what is posted now, not what was last read.
+  if (!u_.fetch.recv_producer(srq.srqc.dbrec_addr, qpn, srq.pi_seen)) return;
+  const uint32_t left = uint16_t(srq.pi_seen - srq.ci);
+  if (left >= srq.srqc.limit) return;
+  HCASIM_TRACE(u_.tracer, Responder, Note, qpn, TraceFields().set_queue(srq.srqc.srqn).set_count(left),
+               "SRQ 0x%x: %u WQE(s) left, below its limit %u: limit event, limit disarmed", srq.srqc.srqn,
+               left, srq.srqc.limit);
+  srq.srqc.limit = 0;  // ibv_modify_srq(3): the limit fires once, then must be armed again
+  u_.eq.post(srq.srqc.eqn, hw::EqeType::SrqLimit, srq.srqc.srqn);
+}
+
+bool Responder::place(QpContext& qp, uint32_t offset, const uint8_t* src, uint32_t len, uint32_t& left) {
+  const uint32_t qpn = qp.qpc.qpn;
+  RecvInProgress& r = qp.recv;
+  return walk_sges(r.sge, r.nsge, offset, len, left, [&](const Sge& s, uint64_t va, uint32_t n) {
+    if (u_.mrs.check(s.lkey, qp.qpc.pdn, va, n, hw::kAccessLocalWrite, qpn, "recv lkey") != MrCheck::Ok ||
+        u_.mrs.write(s.lkey, va, src, n, qpn) < 0)
+      return false;
+    src += n;
+    return true;
+  });
+}
+
+void Responder::completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h,
+                           uint32_t src_qp, uint8_t flags) {
   CqeInfo ci;
   ci.opcode = op;
   ci.qpn = qp.qpc.qpn;
-  ci.src_qp = qp.qpc.dest_qpn;
+  ci.src_qp = src_qp;
   ci.wqe_counter = qp.recv.index;
   ci.byte_cnt = len;
+  ci.flags = uint8_t(flags | (qp.recv.srq ? hw::kCqeSrq : 0));
   if (wire::has_imm(h.opcode)) {
     ci.imm = h.imm_data;
     ci.flags |= hw::kCqeWithImm;
@@ -63,6 +115,7 @@ void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
   ci.syndrome = status;
   ci.qpn = qp.qpc.qpn;
   ci.wqe_counter = qp.recv.index;
+  ci.flags = qp.recv.srq ? hw::kCqeSrq : 0;
   qp.recv.active = false;
   u_.cq.post(qp.qpc.recv_cqn, ci);
 }
@@ -79,6 +132,17 @@ void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyn
 
 void Responder::flush(QpContext& qp) {
   recv_error(qp, hw::CqeSyndrome::WrFlushErr);
+  if (qp.qpc.srqn != hw::kNoSrq) {
+    // The SRQ's WQEs belong to every QP attached to it: none is flushed. IBTA 10.3.1 / 11.6.3:
+    // this QP will take no more of them, which its owner learns from the last-WQE-reached event.
+    if (!qp.last_wqe_reached) {
+      qp.last_wqe_reached = true;
+      HCASIM_TRACE(u_.tracer, Responder, Note, qp.qpc.qpn, TraceFields().set_queue(qp.qpc.srqn),
+                   "QP in ERR takes no more WQEs from SRQ 0x%x: last WQE reached", qp.qpc.srqn);
+      u_.eq.post(u_.cq.eqn_of(qp.qpc.recv_cqn), hw::EqeType::SrqLastWqe, qp.qpc.qpn);
+    }
+    return;
+  }
   u_.fetch.recv_producer(qp.qpc.dbrec_addr, qp.qpc.qpn, qp.rq_pi_seen);
   while (qp.rq_ci != qp.rq_pi_seen) {
     CqeInfo ci;
@@ -120,11 +184,13 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   }
   const wire::Headers& h = f.h;
   const auto op = h.opcode;
+  if (hw::QpType(qp.qpc.type) == hw::QpType::Ud) return on_ud_request(qp, f);
   if (st == hw::QpState::Rtr && !qp.comm_est) {
     // IBTA 11.6.3: the first packet received in RTR establishes communication.
     qp.comm_est = true;
     u_.eq.post(u_.cq.eqn_of(qp.qpc.recv_cqn), hw::EqeType::CommEstablished, qpn);
   }
+  if (hw::QpType(qp.qpc.type) == hw::QpType::Uc) return on_uc_request(qp, f);
   const int32_t d = wire::psn_diff(h.psn, qp.epsn);
   if (d < 0) return on_duplicate(qp, h);
   if (d > 0) {  // a gap: NAK once, then drop until the requester goes back
@@ -172,22 +238,14 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
   const wire::Headers& h = f.h;
   const auto op = h.opcode;
   const bool ends = wire::ends_message(op);
-  const uint32_t qpn = qp.qpc.qpn, len = uint32_t(f.payload_len);
+  const uint32_t len = uint32_t(f.payload_len);
   if (wire::starts_message(op) && !take_recv(qp)) return rnr_nak(qp, h.psn, "no receive WQE posted");
   if (!qp.recv.active)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
                  "SEND middle/last without first");
-  // Scatter into the receive WQE's list.
   RecvInProgress& r = qp.recv;
-  const uint8_t* src = f.payload;
   uint32_t left = 0;
-  const bool ok = walk_sges(r.sge, r.nsge, r.offset, len, left, [&](const Sge& s, uint64_t va, uint32_t n) {
-    if (u_.mrs.check(s.lkey, qp.qpc.pdn, va, n, hw::kAccessLocalWrite, qpn, "recv lkey") != MrCheck::Ok ||
-        u_.mrs.write(s.lkey, va, src, n, qpn) < 0)
-      return false;
-    src += n;
-    return true;
-  });
+  const bool ok = place(qp, r.offset, f.payload, len, left);
   if (!ok)
     return fatal(qp, h.psn, wire::NakCode::RemoteOperationalError, hw::CqeSyndrome::LocalProtErr,
                  "receive buffer protection error");
@@ -198,7 +256,8 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
   qp.epsn = wire::psn_add(qp.epsn, 1);
   if (ends) {
     ++qp.msn;
-    completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h);
+    completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h,
+               qp.qpc.dest_qpn);
   }
   if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
 }
@@ -232,7 +291,7 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
       return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "WRITE shorter than RETH");
     qp.write_active = false;
     ++qp.msn;
-    if (wire::has_imm(op)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h);
+    if (wire::has_imm(op)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h, qp.qpc.dest_qpn);
   }
   if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file responder.h
- * @brief RC responder: PSN checks (duplicates re-ACKed, gaps NAKed once), receive-WQE fetch
- *        (the WQE-fetch unit: the RQ's buffer table and doorbell record), rkey checks, payload DMA writes,
- *        READ responses, ACK/NAK/RNR-NAK generation and responder completions.
+ * @brief The responder: RC PSN checks (duplicates re-ACKed, gaps NAKed once), receive-WQE fetch
+ *        (the WQE-fetch unit: the RQ's or the shared receive queue's buffer table and doorbell
+ *        record), rkey checks, payload DMA writes, READ responses, ACK/NAK/RNR-NAK generation and
+ *        responder completions; UC and UD receive without ACKs (responder_unreliable.cpp).
  */
 #pragma once
 
@@ -13,7 +14,7 @@
 
 namespace hcasim::model {
 
-/** @brief The RC responder: one per HCA, serving every QP's receive side. */
+/** @brief The responder: one per HCA, serving every QP's receive side (RC, UC and UD). */
 class Responder {
  public:
   explicit Responder(const TransportUnits& units) : u_(units) {}
@@ -33,6 +34,10 @@ class Responder {
   uint64_t naks() const { return naks_; }
   uint64_t rnr_naks() const { return rnr_naks_; }
   uint64_t duplicates() const { return dups_; }
+  /** @brief UC/UD packets dropped (no receive WQE, PSN gap, failed check): unreliable, never NAKed. */
+  uint64_t unreliable_drops() const { return unreliable_drops_; }
+  /** @brief UD packets dropped because their Q_Key was not the QP's. */
+  uint64_t qkey_violations() const { return qkey_violations_; }
 
  private:
   /** @brief A request with a PSN already seen: acknowledge (or answer) it again. */
@@ -44,18 +49,39 @@ class Responder {
   /** @brief No receive WQE for a message that needs one: RNR NAK (@p why goes to the trace). */
   void rnr_nak(QpContext& qp, uint32_t psn, const char* why);
   bool take_recv(QpContext& qp);
+  /** @brief take_recv for a QP attached to a shared receive queue. */
+  bool take_srq_recv(QpContext& qp);
+  /** @brief After an SRQ WQE was taken: fewer WQEs left than its armed limit raise the limit event. */
+  void check_srq_limit(SrqContext& srq, uint32_t qpn);
+  /**
+   * @brief Place @p len bytes at byte @p offset of the receive WQE in progress (its lkeys checked
+   * for local write). False on a protection fault; @p left gets the bytes that did not fit.
+   */
+  bool place(QpContext& qp, uint32_t offset, const uint8_t* src, uint32_t len, uint32_t& left);
+  /** @brief UC request: no ACKs; a PSN gap loses the message in progress (IBTA 9.7.6.1.x / rxe). */
+  void on_uc_request(QpContext& qp, const wire::ParsedFrame& f);
+  void uc_send(QpContext& qp, const wire::ParsedFrame& f);
+  void uc_write(QpContext& qp, const wire::ParsedFrame& f);
+  /** @brief UC: lose the message @p h belongs to (traced as @p why); the receive WQE is kept. */
+  void uc_drop(QpContext& qp, const wire::Headers& h, const char* why);
+  /** @brief UD request: Q_Key check, a receive WQE, the 40-byte network header, then the payload. */
+  void on_ud_request(QpContext& qp, const wire::ParsedFrame& f);
+  void ud_drop(QpContext& qp, const wire::Headers& h, const char* why);
   void send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome);
   void read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth);
   void atomic(QpContext& qp, const wire::Headers& h);
   void atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig);
   void recv_error(QpContext& qp, hw::CqeSyndrome status);
-  void completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h);
+  /** @brief Complete the receive WQE in progress; @p src_qp and @p flags as the transport gives them. */
+  void completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h, uint32_t src_qp,
+                  uint8_t flags = 0);
   /** @brief Responder-side fatal error: NAK the requester, complete the receive in error, QP to ERR. */
   void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status, const char* why);
 
   TransportUnits u_;
   QpErrorHandler to_error_;
   uint64_t acks_ = 0, naks_ = 0, rnr_naks_ = 0, dups_ = 0, recv_wqes_ = 0;
+  uint64_t unreliable_drops_ = 0, qkey_violations_ = 0;
 };
 
 }  // namespace hcasim::model

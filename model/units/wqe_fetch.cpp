@@ -50,7 +50,8 @@ bool decode_payload(const uint8_t* raw, uint32_t seg, uint32_t ds, SendWqe& w) {
 }  // namespace
 
 WorkQueue send_queue(QpContext& qp) {
-  return WorkQueue{&qp.qpc.sq_buf, qp.qpc.sq_log_size, kWqeBbShift, &qp.sq_cursor, qp.qpc.qpn, "sq", "wqe"};
+  return WorkQueue{&qp.qpc.sq_buf, qp.qpc.sq_log_size, kWqeBbShift, &qp.sq_cursor, qp.qpc.qpn, "sq", "wqe",
+                   hw::QpType(qp.qpc.type) == hw::QpType::Ud};
 }
 
 WorkQueue recv_queue(QpContext& qp) {
@@ -78,10 +79,10 @@ uint32_t WqeFetchUnit::fetch_send(const WorkQueue& sq, uint16_t index, SendWqe& 
       if (nbb == 0 || nbb > hw::kMaxSendWqeBbs) return 0;
     }
   }
-  return decode_send_wqe(raw, nbb, index, w) ? nbb : 0;
+  return decode_send_wqe(raw, nbb, index, w, sq.datagram) ? nbb : 0;
 }
 
-bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& w) {
+bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& w, bool datagram) {
   const auto ctrl = load_seg<hw::CtrlSeg>(raw, 0);
   const uint32_t ds = hw::ctrl_ds(ctrl);
   w = SendWqe{};
@@ -91,6 +92,11 @@ bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& 
   w.flags = hw::ctrl_flags(ctrl);
   w.imm = hw::ctrl_imm(ctrl);
   uint32_t seg = 1;
+  if (datagram) {
+    if (ds < 1 + hw::kDatagramSegs) return false;
+    w.av = hw::get_datagram_seg(load_seg<hw::DatagramSeg>(raw, seg));
+    seg += hw::kDatagramSegs;
+  }
   if (has_raddr(w.op)) {
     const auto r = load_seg<hw::RaddrSeg>(raw, seg++);
     w.raddr = hw::raddr_seg_addr(r);

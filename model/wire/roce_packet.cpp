@@ -10,6 +10,7 @@
 
 #include <zlib.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace hcasim::wire {
@@ -202,7 +203,9 @@ constexpr uint32_t kCredits[31] = {
 
 // ------------------------------------------------------------------ names
 
-const char* opcode_name(BthOpcode op) {
+namespace {
+
+const char* rc_opcode_name(BthOpcode op) {
   switch (op) {
     case BthOpcode::SEND_FIRST: return "SEND_FIRST";
     case BthOpcode::SEND_MIDDLE: return "SEND_MIDDLE";
@@ -227,8 +230,34 @@ const char* opcode_name(BthOpcode op) {
     case BthOpcode::FETCH_ADD: return "FETCH_ADD";
     case BthOpcode::SEND_LAST_WITH_INVALIDATE: return "SEND_LAST_INV";
     case BthOpcode::SEND_ONLY_WITH_INVALIDATE: return "SEND_ONLY_INV";
+    default: return "UNKNOWN";
   }
-  return "UNKNOWN";
+}
+
+/** "UC_"/"UD_" + the RC name, built once (names are returned as plain C strings). */
+struct PrefixedNames {
+  char uc[32][24];
+  char ud[32][24];
+  PrefixedNames() {
+    for (uint8_t i = 0; i < 32; ++i) {
+      const char* rc = rc_opcode_name(static_cast<BthOpcode>(i));
+      snprintf(uc[i], sizeof uc[i], "UC_%s", rc);
+      snprintf(ud[i], sizeof ud[i], "UD_%s", rc);
+    }
+  }
+};
+
+}  // namespace
+
+const char* opcode_name(BthOpcode op) {
+  if (!is_valid_opcode(op)) return "UNKNOWN";
+  static const PrefixedNames names;
+  const uint8_t low = static_cast<uint8_t>(op) & 0x1f;
+  switch (transport_of(op)) {
+    case Transport::UC: return names.uc[low];
+    case Transport::UD: return names.ud[low];
+    default: return rc_opcode_name(op);
+  }
 }
 
 const char* parse_error_name(ParseError e) {
@@ -364,6 +393,11 @@ uint8_t* put_bth(const Headers& h, uint8_t pad, uint8_t* p) {
 
 /** The extension headers @p flags call for, in IBTA order, at @p p. */
 void put_ext_headers(const Headers& h, uint16_t flags, uint8_t* p) {
+  if (flags & opflag::kDeth) {
+    put32(p, h.deth.qkey);
+    put32(p + 4, h.deth.src_qp & kQpnMask);  // the top byte is reserved
+    p += kDethLen;
+  }
   if (flags & opflag::kReth) {
     put64(p, h.reth.va);
     put32(p + 8, h.reth.rkey);
@@ -531,6 +565,11 @@ void get_bth(const uint8_t* b, Headers& h) {
 
 /** The extension headers @p flags call for, at @p p; returns the byte after them. */
 const uint8_t* get_ext_headers(const uint8_t* p, uint16_t flags, Headers& h) {
+  if (flags & opflag::kDeth) {
+    h.deth.qkey = get32(p);
+    h.deth.src_qp = get32(p + 4) & kQpnMask;
+    p += kDethLen;
+  }
   if (flags & opflag::kReth) {
     h.reth.va = get64(p);
     h.reth.rkey = get32(p + 8);
@@ -567,6 +606,7 @@ const uint8_t* get_ext_headers(const uint8_t* p, uint16_t flags, Headers& h) {
 }  // namespace
 
 ParseError parse_frame(const uint8_t* frame, size_t len, ParsedFrame& out, bool check_icrc) {
+  out.frame = frame;
   out.payload = nullptr;
   out.payload_len = 0;
   out.frame_len = 0;

@@ -5,8 +5,8 @@
  *
  * The simulated HCA exchanges byte-exact RoCEv2 frames so that captures open
  * in Wireshark and so that the model exercises the same parsing and checking
- * a real NIC does (lengths, pad count, ICRC). Only the Reliable Connection
- * (RC) transport is covered.
+ * a real NIC does (lengths, pad count, ICRC). The Reliable Connection (RC),
+ * Unreliable Connection (UC) and Unreliable Datagram (UD) transports are covered.
  *
  * Layout of every frame built here (no VLAN tag, no Ethernet FCS):
  *
@@ -47,8 +47,11 @@ constexpr size_t kIethLen = 4;          ///< invalidate ETH: rkey to invalidate
 constexpr size_t kAtomicEthLen = 28;    ///< va, rkey, swap/add, compare
 constexpr size_t kAtomicAckEthLen = 8;  ///< original remote data
 constexpr size_t kIcrcLen = 4;          ///< invariant CRC, last 4 bytes of every frame
+constexpr size_t kDethLen = 8;          ///< datagram ETH (UD): Q_Key, source QP
+constexpr size_t kGrhLen = 40;          ///< what a UD receive buffer gets before the payload
 
-/// Longest header stack: Eth + IPv6 + UDP + BTH + AtomicETH (the largest extension set).
+/// Longest header stack: Eth + IPv6 + UDP + BTH + AtomicETH (the largest extension set; a UD
+/// packet's DETH + ImmDt is shorter).
 constexpr size_t kMaxHeaderLen = kEthHeaderLen + kIpv6HeaderLen + kUdpHeaderLen + kBthLen + kAtomicEthLen;
 
 /// Largest frame for a path MTU (payload bytes per packet): sizes transmit buffers once, up front.
@@ -62,7 +65,14 @@ constexpr uint16_t kDefaultPkey = 0xffff;  ///< full-member default partition, w
 // ------------------------------------------------------------------ opcodes
 
 /**
- * @brief BTH opcodes of the RC transport (IBTA vol. 1, table 38; RC = 0b000 prefix).
+ * @brief The transport an opcode belongs to: its top three bits (IBTA vol. 1, table 38).
+ */
+enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3 };
+
+/**
+ * @brief BTH opcodes (IBTA vol. 1, table 38): the RC set (prefix 0b000), the UC set (0b001:
+ * the SEND and WRITE opcodes of RC) and the UD set (0b011: SEND_ONLY with or without
+ * immediate, with a DETH).
  *
  * The two *_WITH_INVALIDATE opcodes (IBTA 1.2+) are included because verbs
  * exposes IBV_WR_SEND_WITH_INV; they carry an IETH.
@@ -91,7 +101,21 @@ enum class BthOpcode : uint8_t {
   FETCH_ADD = 0x14,
   SEND_LAST_WITH_INVALIDATE = 0x16,
   SEND_ONLY_WITH_INVALIDATE = 0x17,
+  UC_SEND_FIRST = 0x20,
+  UC_SEND_ONLY = 0x24,
+  UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x2b,
+  UD_SEND_ONLY = 0x64,
+  UD_SEND_ONLY_WITH_IMMEDIATE = 0x65,
 };
+
+/** @brief The transport of @p op (its top three bits). */
+constexpr Transport transport_of(BthOpcode op) { return static_cast<Transport>(static_cast<uint8_t>(op) >> 5); }
+/** @brief The opcode with the same low five bits in transport @p t (SEND_ONLY in UD is UD_SEND_ONLY). */
+constexpr BthOpcode in_transport(BthOpcode op, Transport t) {
+  return static_cast<BthOpcode>((static_cast<uint8_t>(t) << 5) | (static_cast<uint8_t>(op) & 0x1f));
+}
+/** @brief The RC opcode with the same meaning (the low five bits): UC_SEND_ONLY is SEND_ONLY. */
+constexpr BthOpcode rc_equivalent(BthOpcode op) { return static_cast<BthOpcode>(static_cast<uint8_t>(op) & 0x1f); }
 
 /// Per-opcode property bits; one switch answers every predicate so each compiles to a table lookup.
 namespace opflag {
@@ -108,10 +132,11 @@ constexpr uint16_t kMiddle = 1u << 9;        ///< middle packet (full MTU)
 constexpr uint16_t kLast = 1u << 10;         ///< last packet of a multi-packet message
 constexpr uint16_t kOnly = 1u << 11;         ///< the packet is the whole message / exchange
 constexpr uint16_t kRequest = 1u << 12;      ///< sent by the requester (else by the responder)
+constexpr uint16_t kDeth = 1u << 13;         ///< carries a DETH (UD)
 }  // namespace opflag
 
-/** @brief Property bits (opflag::*) of an opcode; 0 for an opcode outside the RC set. */
-constexpr uint16_t opcode_flags(BthOpcode op) {
+/** @brief Property bits (opflag::*) of an RC opcode; 0 for an opcode outside the RC set. */
+constexpr uint16_t rc_opcode_flags(BthOpcode op) {
   using namespace opflag;
   switch (op) {
     case BthOpcode::SEND_FIRST: return kValid | kRequest | kPayload | kFirst;
@@ -138,11 +163,27 @@ constexpr uint16_t opcode_flags(BthOpcode op) {
     case BthOpcode::FETCH_ADD: return kValid | kRequest | kOnly | kAtomicEth;
     case BthOpcode::SEND_LAST_WITH_INVALIDATE: return kValid | kRequest | kPayload | kLast | kIeth;
     case BthOpcode::SEND_ONLY_WITH_INVALIDATE: return kValid | kRequest | kPayload | kOnly | kIeth;
+    default: return 0;
   }
-  return 0;
 }
 
-/** @brief True for the RC opcodes above; a parser rejects anything else. */
+/**
+ * @brief Property bits (opflag::*) of an opcode of any transport this library knows; 0 otherwise.
+ * UC has RC's SEND and RDMA WRITE opcodes (0x00..0x0b); UD has SEND_ONLY and SEND_ONLY with
+ * immediate, each with a DETH.
+ */
+constexpr uint16_t opcode_flags(BthOpcode op) {
+  const uint8_t low = static_cast<uint8_t>(op) & 0x1f;
+  switch (transport_of(op)) {
+    case Transport::RC: return rc_opcode_flags(op);
+    case Transport::UC: return low <= 0x0b ? rc_opcode_flags(rc_equivalent(op)) : 0;
+    case Transport::UD:
+      return low == 0x04 || low == 0x05 ? rc_opcode_flags(rc_equivalent(op)) | opflag::kDeth : 0;
+    default: return 0;
+  }
+}
+
+/** @brief True for the RC, UC and UD opcodes above; a parser rejects anything else. */
 constexpr bool is_valid_opcode(BthOpcode op) { return (opcode_flags(op) & opflag::kValid) != 0; }
 /** @brief The packet carries a RETH (first/only packet of an RDMA WRITE, every READ request). */
 constexpr bool has_reth(BthOpcode op) { return (opcode_flags(op) & opflag::kReth) != 0; }
@@ -150,6 +191,8 @@ constexpr bool has_reth(BthOpcode op) { return (opcode_flags(op) & opflag::kReth
 constexpr bool has_imm(BthOpcode op) { return (opcode_flags(op) & opflag::kImm) != 0; }
 /** @brief The packet carries an IETH (last/only packet of SEND_WITH_INVALIDATE). */
 constexpr bool has_ieth(BthOpcode op) { return (opcode_flags(op) & opflag::kIeth) != 0; }
+/** @brief The packet carries a DETH (every UD packet). */
+constexpr bool has_deth(BthOpcode op) { return (opcode_flags(op) & opflag::kDeth) != 0; }
 /** @brief The packet carries an AETH (ACK, ATOMIC ACK, READ response first/last/only). */
 constexpr bool has_aeth(BthOpcode op) { return (opcode_flags(op) & opflag::kAeth) != 0; }
 /** @brief The packet carries an AtomicETH (COMPARE_SWAP, FETCH_ADD). */
@@ -185,13 +228,14 @@ constexpr bool is_response(BthOpcode op) { return is_valid_opcode(op) && !is_req
 /** @brief Bytes of extension headers that follow the BTH for this opcode. */
 constexpr size_t ext_header_length(BthOpcode op) {
   const uint16_t f = opcode_flags(op);
-  return ((f & opflag::kReth) ? kRethLen : 0) + ((f & opflag::kAtomicEth) ? kAtomicEthLen : 0) +
+  return ((f & opflag::kDeth) ? kDethLen : 0) + ((f & opflag::kReth) ? kRethLen : 0) +
+         ((f & opflag::kAtomicEth) ? kAtomicEthLen : 0) +
          ((f & opflag::kImm) ? kImmDtLen : 0) + ((f & opflag::kIeth) ? kIethLen : 0) +
          ((f & opflag::kAeth) ? kAethLen : 0) + ((f & opflag::kAtomicAckEth) ? kAtomicAckEthLen : 0);
 }
 
-/** @brief Short readable name ("SEND_ONLY_IMM", "WRITE_FIRST", "READ_RESP_LAST", "ACK"...); "UNKNOWN"
- * otherwise. */
+/** @brief Short readable name ("SEND_ONLY_IMM", "WRITE_FIRST", "READ_RESP_LAST", "ACK"..., with a
+ * "UC_" or "UD_" prefix outside RC); "UNKNOWN" otherwise. */
 const char* opcode_name(BthOpcode op);
 
 // ------------------------------------------------------------------ headers
@@ -215,6 +259,12 @@ struct AtomicEth {
   uint32_t rkey = 0;      ///< remote key
   uint64_t swap_add = 0;  ///< swap value (CMP_SWAP) or addend (FETCH_ADD)
   uint64_t compare = 0;   ///< compare value (CMP_SWAP only; ignored by FETCH_ADD)
+};
+
+/** @brief Datagram Extended Transport Header (UD). */
+struct Deth {
+  uint32_t qkey = 0;    ///< the receiving QP accepts the packet only if this equals its Q_Key
+  uint32_t src_qp = 0;  ///< 24-bit QPN of the sender (ibv_wc::src_qp)
 };
 
 /** @brief Atomic ACK Extended Transport Header. */
@@ -263,6 +313,7 @@ struct Headers {
   uint32_t psn = 0;              ///< 24-bit packet sequence number
 
   // Extension headers (present according to opcode)
+  Deth deth;  ///< used when has_deth(opcode)
   Reth reth;  ///< used when has_reth(opcode)
   Aeth aeth;  ///< used when has_aeth(opcode)
   /// ImmDt exactly as verbs holds it (ibv_send_wr::imm_data / ibv_wc::imm_data): network order, copied raw.
@@ -367,7 +418,7 @@ enum class ParseError : uint8_t {
   BadUdpLength,       ///< UDP length disagrees with the IP length
   NotRoceV2Port,      ///< UDP destination port is not 4791
   BadBthVersion,      ///< BTH TVer != 0
-  UnknownOpcode,      ///< not an RC opcode this library handles
+  UnknownOpcode,      ///< not an RC, UC or UD opcode this library handles
   BadLength,          ///< too short for BTH + extension headers + ICRC, or not a 4-byte multiple
   BadPadCount,        ///< pad count larger than the payload area, or non-zero without payload
   UnexpectedPayload,  ///< payload bytes after an opcode that carries none
@@ -380,6 +431,7 @@ const char* parse_error_name(ParseError e);
 /** @brief A parsed frame: headers by value, payload by pointer into the caller's buffer. */
 struct ParsedFrame {
   Headers h;                         ///< all header fields, host order (imm_data raw)
+  const uint8_t* frame = nullptr;    ///< the parsed buffer (its IP header starts at kEthHeaderLen)
   const uint8_t* payload = nullptr;  ///< first payload byte inside the parsed buffer (null if none)
   size_t payload_len = 0;            ///< payload bytes, pad excluded
   size_t frame_len = 0;              ///< bytes the RoCE frame occupies (trailing Ethernet padding excluded)
@@ -391,7 +443,7 @@ struct ParsedFrame {
  *
  * Checks EtherType, IP version, IHL, header checksum (IPv4), fragmentation,
  * protocol, IP and UDP lengths, UDP port 4791, BTH TVer, that the opcode is a
- * known RC opcode, that the UDP payload holds exactly BTH + that opcode's
+ * known RC, UC or UD opcode, that the UDP payload holds exactly BTH + that opcode's
  * extension headers + payload + pad + ICRC, and (if @p check_icrc) the ICRC.
  * Bytes after the IP datagram (Ethernet minimum-size padding, an FCS) are
  * ignored. The UDP checksum is not verified: the ICRC covers the same bytes end

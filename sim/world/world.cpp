@@ -438,7 +438,7 @@ std::vector<drv::HcaLink*> World::links() {
   X(dma_read_bytes) X(dma_write_bytes) X(tx_packets) X(rx_packets) X(tx_bytes) X(rx_bytes)           \
   X(acks_sent) X(acks_received) X(naks) X(rnr_naks) X(duplicates) X(retransmits) X(cqes)             \
   X(cq_events) X(cq_overflows) X(eqes) X(interrupts) X(rx_dropped) X(iotlb_hits) X(iotlb_misses)     \
-  X(hazards)
+  X(hazards) X(unreliable_drops) X(qkey_violations)
 // clang-format on
 
 bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v) {

@@ -196,11 +196,67 @@ TEST(Opcode, ValuesMatchIbta) {
   EXPECT_EQ(static_cast<int>(BthOpcode::FETCH_ADD), 0x14);
   EXPECT_EQ(static_cast<int>(BthOpcode::SEND_LAST_WITH_INVALIDATE), 0x16);
   EXPECT_EQ(static_cast<int>(BthOpcode::SEND_ONLY_WITH_INVALIDATE), 0x17);
-  // Outside the RC set: UC SEND_ONLY, CNP, reserved 0x15.
-  for (int v : {0x15, 0x18, 0x1f, 0x24, 0x64, 0x81, 0xff}) {
+  // Outside every known set: reserved RC 0x15, UC READ/ACK (0x2c, 0x31), UD SEND_FIRST and
+  // WRITE (0x60, 0x6a), RD (0x44), CNP (0x81).
+  for (int v : {0x15, 0x18, 0x1f, 0x2c, 0x31, 0x44, 0x60, 0x6a, 0x81, 0xff}) {
     EXPECT_FALSE(is_valid_opcode(static_cast<BthOpcode>(v))) << v;
     EXPECT_STREQ(opcode_name(static_cast<BthOpcode>(v)), "UNKNOWN");
   }
+}
+
+TEST(Opcode, UcIsRcSendAndWriteWithoutAcks) {
+  for (uint8_t low = 0; low < 32; ++low) {
+    const auto uc = in_transport(static_cast<BthOpcode>(low), Transport::UC);
+    EXPECT_EQ(transport_of(uc), Transport::UC);
+    EXPECT_EQ(is_valid_opcode(uc), low <= 0x0b) << int(low);
+    if (low <= 0x0b) {
+      EXPECT_EQ(opcode_flags(uc), opcode_flags(static_cast<BthOpcode>(low))) << int(low);
+      EXPECT_EQ(rc_equivalent(uc), static_cast<BthOpcode>(low));
+    }
+  }
+  EXPECT_EQ(static_cast<int>(BthOpcode::UC_SEND_ONLY), 0x24);
+  EXPECT_STREQ(opcode_name(BthOpcode::UC_SEND_ONLY), "UC_SEND_ONLY");
+  EXPECT_STREQ(opcode_name(BthOpcode::UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE), "UC_WRITE_ONLY_IMM");
+}
+
+TEST(Opcode, UdIsSendOnlyWithDeth) {
+  EXPECT_EQ(static_cast<int>(BthOpcode::UD_SEND_ONLY), 0x64);
+  EXPECT_EQ(static_cast<int>(BthOpcode::UD_SEND_ONLY_WITH_IMMEDIATE), 0x65);
+  for (auto op : {BthOpcode::UD_SEND_ONLY, BthOpcode::UD_SEND_ONLY_WITH_IMMEDIATE}) {
+    EXPECT_TRUE(is_valid_opcode(op));
+    EXPECT_TRUE(has_deth(op));
+    EXPECT_TRUE(is_request(op));
+    EXPECT_TRUE(is_only(op));
+    EXPECT_FALSE(has_deth(rc_equivalent(op)));
+  }
+  EXPECT_EQ(ext_header_length(BthOpcode::UD_SEND_ONLY), kDethLen);
+  EXPECT_EQ(ext_header_length(BthOpcode::UD_SEND_ONLY_WITH_IMMEDIATE), kDethLen + kImmDtLen);
+  EXPECT_STREQ(opcode_name(BthOpcode::UD_SEND_ONLY_WITH_IMMEDIATE), "UD_SEND_ONLY_IMM");
+}
+
+TEST(Build, UdSendOnlyImmCarriesDethBeforeImmDt) {
+  Headers h;
+  h.opcode = BthOpcode::UD_SEND_ONLY_WITH_IMMEDIATE;
+  h.dest_qp = 0x000123;
+  h.deth.qkey = 0x11111111;
+  h.deth.src_qp = 0xabcdef;
+  h.imm_data = 0x04030201;
+  const uint8_t payload[5] = {1, 2, 3, 4, 5};
+  uint8_t out[256];
+  const size_t n = build_frame(h, payload, sizeof payload, out, sizeof out);
+  ASSERT_GT(n, 0u);
+  const uint8_t* bth = out + kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;
+  EXPECT_EQ(bth[0], 0x65);
+  EXPECT_EQ(be32(bth + kBthLen), 0x11111111u);          // DETH Q_Key
+  EXPECT_EQ(be32(bth + kBthLen + 4), 0x00abcdefu);      // reserved byte, then the source QP
+  EXPECT_EQ(std::memcmp(bth + kBthLen + kDethLen, &h.imm_data, 4), 0);  // ImmDt after the DETH
+  ParsedFrame f;
+  ASSERT_EQ(parse_frame(out, n, f), ParseError::Ok);
+  EXPECT_EQ(f.h.deth.qkey, 0x11111111u);
+  EXPECT_EQ(f.h.deth.src_qp, 0xabcdefu);
+  EXPECT_EQ(f.h.imm_data, h.imm_data);
+  ASSERT_EQ(f.payload_len, sizeof payload);
+  EXPECT_EQ(std::memcmp(f.payload, payload, sizeof payload), 0);
 }
 
 TEST(Opcode, Names) {
@@ -728,7 +784,7 @@ TEST(Parse, EachErrorFromATargetedMutation) {
   m[bth4] = 0x15;
   EXPECT_EQ(parse(m), ParseError::UnknownOpcode);
   m = v6;
-  m[bth6] = 0x64;  // UD SEND_ONLY
+  m[bth6] = 0x6a;  // RDMA WRITE ONLY does not exist in UD
   EXPECT_EQ(parse(m), ParseError::UnknownOpcode);
 
   // SEND_ONLY with 20 payload bytes relabelled as an atomic: 28-byte AtomicETH does not fit.

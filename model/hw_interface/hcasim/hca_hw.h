@@ -101,6 +101,23 @@ struct DataSeg {
   uint64_t addr;        ///< BE: virtual address inside the MR
 };
 
+/**
+ * @brief Datagram segment (UD send WQEs only, right after the control segment): the address
+ * handle's destination and the remote QP and Q_Key of this WR. The HCA resolves the next-hop
+ * MAC from the GID itself, as it does for a connected QP's path.
+ */
+struct DatagramSeg {
+  uint8_t dgid[16];
+  uint32_t dqpn;  ///< BE: [23:0] destination QPN
+  uint32_t qkey;  ///< BE: as posted (the HCA applies the privileged-Q_Key rule)
+  uint8_t sgid_index;
+  uint8_t hop_limit;
+  uint8_t traffic_class;
+  uint8_t rsvd;
+  uint32_t flow_label;  ///< BE: [19:0]
+};
+constexpr uint32_t kDatagramSegs = sizeof(DatagramSeg) / kSegmentSize;  ///< 16-byte segments it takes
+
 /** @brief Inline data header; byte_count has kInlineFlag set and the data follows, padded to 16. */
 struct InlineSeg {
   uint32_t byte_count;  ///< BE, | kInlineFlag
@@ -148,6 +165,8 @@ enum class CqeSyndrome : uint8_t {
 enum CqeFlags : uint8_t {
   kCqeWithImm = 0x01,    ///< imm field valid
   kCqeSolicited = 0x02,  ///< the message carried SE
+  kCqeGrh = 0x04,        ///< UD receive: the first 40 bytes of the buffer hold the network header
+  kCqeSrq = 0x08,        ///< receive: wqe_counter is an index into the QP's shared receive queue
 };
 
 /** @brief 64-byte completion queue entry, written by the HCA into the CQ ring. */
@@ -156,7 +175,7 @@ struct Cqe {
   uint32_t byte_cnt;     ///< BE: bytes received (responder) or read/atomic result length
   uint32_t imm;          ///< immediate data, network byte order as on the wire
   uint32_t qpn;          ///< BE: [23:0] local QPN
-  uint32_t src_qp;       ///< BE: remote QPN (informational for RC)
+  uint32_t src_qp;       ///< BE: remote QPN (informational for RC; the DETH's source QP for UD)
   uint16_t wqe_counter;  ///< BE: WQE index of the completed WQE (SQ: first WQEBB index)
   uint8_t syndrome;      ///< CqeSyndrome (error CQEs only)
   uint8_t vendor_syndrome;
@@ -267,6 +286,14 @@ inline const char* qp_state_name(QpState s) {
   return unsigned(s) < 7 ? n[unsigned(s)] : "?";
 }
 
+/** @brief QP transport types (values equal enum ibv_qp_type). */
+enum class QpType : uint8_t { Rc = 2, Uc = 3, Ud = 4 };
+/** @brief "RC", "UC", "UD"; "?" otherwise. */
+inline const char* qp_type_name(QpType t) {
+  return t == QpType::Rc ? "RC" : t == QpType::Uc ? "UC" : t == QpType::Ud ? "UD" : "?";
+}
+constexpr uint32_t kNoSrq = 0xffffffff;  ///< Qpc::srqn of a QP with its own receive queue
+
 /** @brief Access flags in QPC and MKey (values equal enum ibv_access_flags). */
 enum AccessFlags : uint32_t {
   kAccessLocalWrite = 1,
@@ -309,13 +336,33 @@ struct Qpc {
   uint32_t rq_psn;  ///< expected PSN
   uint16_t pkey_index;
   uint16_t max_inline;
-  uint32_t srqn;  ///< 0xffffffff = no SRQ
+  uint32_t srqn;  ///< kNoSrq, or the shared receive queue this QP takes its receive WQEs from
   PathDesc path;
   BufferDesc sq_buf;
   BufferDesc rq_buf;
   uint64_t dbrec_addr;  ///< DMA address of the QpDbrec
   uint8_t sqd_notify;   ///< raise an SQ-drained event after RTS->SQD
-  uint8_t rsvd_tail[7];
+  uint8_t type;         ///< QpType (fixed at creation)
+  uint8_t rsvd_tail[6];
+  uint32_t qkey;  ///< UD: Q_Key a packet must carry to be accepted, and the one privileged sends use
+  uint32_t rsvd_qkey;
+};
+
+/**
+ * @brief Shared receive queue context (host order), programmed by CreateSrq. Its WQEs have the
+ * receive-queue format (a scatter list ended by a terminator); its producer counter is the
+ * rq_counter word of a QpDbrec.
+ */
+struct Srqc {
+  uint32_t srqn;
+  uint32_t pdn;
+  uint32_t eqn;         ///< the event queue its limit event goes to
+  uint8_t log_size;     ///< ring size in WQEs, log2
+  uint8_t log_stride;   ///< WQE size in bytes, log2
+  uint8_t rsvd[2];
+  uint32_t limit;       ///< armed limit: raise SrqLimit once when fewer WQEs than this are posted; 0 = off
+  BufferDesc buf;
+  uint64_t dbrec_addr;  ///< DMA address of the QpDbrec whose rq_counter is the producer counter
 };
 
 /** @brief Completion queue context (host order). */
@@ -365,6 +412,10 @@ enum class CmdOpcode : uint16_t {
   ModifyQp = 0x501,
   QueryQp = 0x50b,
   DestroyQp = 0x502,
+  CreateSrq = 0x700,
+  DestroySrq = 0x701,
+  ArmSrq = 0x702,  ///< arg0 SRQN, arg1 the new limit (0 disarms)
+  QuerySrq = 0x703,
 };
 
 /** @brief Command completion status (CmdMailbox::status). */
@@ -482,6 +533,39 @@ inline void set_data_seg(DataSeg& d, uint64_t addr, uint32_t length, uint32_t lk
 inline uint64_t data_seg_addr(const DataSeg& d) { return from_be64(d.addr); }
 inline uint32_t data_seg_length(const DataSeg& d) { return from_be32(d.byte_count); }
 inline uint32_t data_seg_lkey(const DataSeg& d) { return from_be32(d.lkey); }
+
+// Send WQE: datagram segment (UD).
+/** @brief Where a UD send goes: host-order fields of a DatagramSeg. */
+struct DatagramAddr {
+  uint8_t dgid[16] = {};
+  uint32_t dqpn = 0;
+  uint32_t qkey = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 0;
+  uint8_t traffic_class = 0;
+  uint32_t flow_label = 0;
+};
+inline void set_datagram_seg(DatagramSeg& d, const DatagramAddr& a) {
+  d = DatagramSeg{};
+  std::memcpy(d.dgid, a.dgid, 16);
+  d.dqpn = to_be32(a.dqpn & kQpnMask);
+  d.qkey = to_be32(a.qkey);
+  d.sgid_index = a.sgid_index;
+  d.hop_limit = a.hop_limit;
+  d.traffic_class = a.traffic_class;
+  d.flow_label = to_be32(a.flow_label & 0xfffff);
+}
+inline DatagramAddr get_datagram_seg(const DatagramSeg& d) {
+  DatagramAddr a;
+  std::memcpy(a.dgid, d.dgid, 16);
+  a.dqpn = from_be32(d.dqpn) & kQpnMask;
+  a.qkey = from_be32(d.qkey);
+  a.sgid_index = d.sgid_index;
+  a.hop_limit = d.hop_limit;
+  a.traffic_class = d.traffic_class;
+  a.flow_label = from_be32(d.flow_label) & 0xfffff;
+  return a;
+}
 
 // Send WQE: inline data (a 4-byte header with kInlineFlag, then the bytes).
 inline void set_inline_seg(InlineSeg& s, uint32_t len) { s.byte_count = to_be32(len | kInlineFlag); }
@@ -710,7 +794,9 @@ static_assert(offsetof(Eqe, owner) == 63);
 static_assert(sizeof(QpDbrec) == 8);
 static_assert(sizeof(CqDbrec) == 8);
 static_assert(sizeof(BufferDesc) == 24);
+static_assert(sizeof(DatagramSeg) == 2 * kSegmentSize);
 static_assert(sizeof(Qpc) <= sizeof(CmdMailbox::in));
+static_assert(sizeof(Srqc) <= sizeof(CmdMailbox::in));
 static_assert(sizeof(HcaCaps) <= sizeof(CmdMailbox::out));
 
 }  // namespace hcasim::hw

@@ -102,6 +102,7 @@ enum TraceFlag : uint16_t {
   kTfArmSolicited = 1u << 7,  ///< ... and armed for solicited completions only
   kTfError = 1u << 8,         ///< CQE: error status; check/command: it failed
   kTfEq = 1u << 9,            ///< doorbell: the EQ arm doorbell (queue = EQN); else CQ arm
+  kTfSrq = 1u << 10,          ///< with kTfRq: a shared receive queue (queue = SRQN)
 };
 
 /**
