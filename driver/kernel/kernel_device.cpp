@@ -51,6 +51,14 @@ void KernelDevice::add_qp(uint32_t qpn, EventTarget* t) {
   std::lock_guard<std::mutex> g(mu_);
   qps_[qpn] = t;
 }
+void KernelDevice::add_srq(uint32_t srqn, EventTarget* t) {
+  std::lock_guard<std::mutex> g(mu_);
+  srqs_[srqn] = t;
+}
+void KernelDevice::remove_srq(uint32_t srqn) {
+  std::lock_guard<std::mutex> g(mu_);
+  srqs_.erase(srqn);
+}
 void KernelDevice::remove_cq(uint32_t cqn) {
   std::lock_guard<std::mutex> g(mu_);
   cqs_.erase(cqn);
@@ -85,6 +93,9 @@ void KernelDevice::isr(uint32_t /*vector*/) {
     } else if (type == hw::EqeType::CqError) {
       auto it = cqs_.find(res);
       if (it != cqs_.end()) it->second->async_event(type);
+    } else if (type == hw::EqeType::SrqLimit) {
+      auto it = srqs_.find(res);
+      if (it != srqs_.end()) it->second->async_event(type);
     } else {
       auto it = qps_.find(res);
       if (it != qps_.end()) it->second->async_event(type);

@@ -47,8 +47,11 @@ class KernelDevice {
 
   void add_cq(uint32_t cqn, EventTarget* t);
   void add_qp(uint32_t qpn, EventTarget* t);
+  /** @brief Route the SRQ's limit event to @p t. */
+  void add_srq(uint32_t srqn, EventTarget* t);
   void remove_cq(uint32_t cqn);
   void remove_qp(uint32_t qpn);
+  void remove_srq(uint32_t srqn);
 
  private:
   void isr(uint32_t vector);
@@ -61,7 +64,7 @@ class KernelDevice {
   uint32_t eqn_ = 0, eq_log_ = 12, eq_ci_ = 0;
   bool ok_ = false;
   std::mutex mu_;
-  std::unordered_map<uint32_t, EventTarget*> cqs_, qps_;
+  std::unordered_map<uint32_t, EventTarget*> cqs_, qps_, srqs_;
 };
 
 /** @brief The KernelDevice of a link (created on first use; lives as long as the process). */

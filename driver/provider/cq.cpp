@@ -207,6 +207,8 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
         w.wr_id = last->sq_wrid[idx & m];
         // One CQE retires its WQE and every unsignaled WQE before it.
         last->sq_tail.store(uint16_t(idx + last->sq_nbb[idx & m]), std::memory_order_release);
+      } else if ((c.flags & hw::kCqeSrq) && last->qp.srq) {
+        w.wr_id = srq_complete(*sim(last->qp.srq), idx);
       } else {
         const uint32_t m = (1u << last->rq_log) - 1;
         w.wr_id = last->rq_wrid[idx & m];
@@ -223,6 +225,7 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
       w.wc_flags |= IBV_WC_WITH_IMM;
       w.imm_data = c.imm;
     }
+    if (c.flags & hw::kCqeGrh) w.wc_flags |= IBV_WC_GRH;  // UD: the network header leads the buffer
     w.pkey_index = 0;
   }
   if (got) hw::cq_dbrec_set_ci(*q->dbrec, q->ci);

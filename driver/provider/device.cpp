@@ -82,10 +82,6 @@ uint64_t get_device_guid(ibv_device* device) {
 }
 
 static int bind_mw_unsupported(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
-static int post_srq_recv_unsupported(ibv_srq*, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  if (bad) *bad = wr;
-  return EOPNOTSUPP;
-}
 
 ibv_context* open_device(ibv_device* device) {
   auto* d = reinterpret_cast<SimDevice*>(device);
@@ -111,7 +107,7 @@ ibv_context* open_device(ibv_device* device) {
   ctx.ops.req_notify_cq = req_notify_cq;
   ctx.ops.post_send = post_send;
   ctx.ops.post_recv = post_recv;
-  ctx.ops.post_srq_recv = post_srq_recv_unsupported;
+  ctx.ops.post_srq_recv = post_srq_recv;
   ctx.ops.bind_mw = bind_mw_unsupported;
   return &ctx;
 }
@@ -368,17 +364,5 @@ int get_async_event(ibv_context* context, ibv_async_event* event) {
 
 void ack_async_event(ibv_async_event*) {}
 
-ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-int modify_srq(ibv_srq*, ibv_srq_attr*, int) { return set_errno(EOPNOTSUPP); }
-int query_srq(ibv_srq*, ibv_srq_attr*) { return set_errno(EOPNOTSUPP); }
-int destroy_srq(ibv_srq*) { return set_errno(EOPNOTSUPP); }
-ibv_ah* create_ah(ibv_pd*, ibv_ah_attr*) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-int destroy_ah(ibv_ah*) { return set_errno(EOPNOTSUPP); }
 
 }  // namespace hcasim::drv

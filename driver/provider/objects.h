@@ -125,12 +125,50 @@ struct SimQp {
   QpEvents events;
 };
 
+struct SimSrq;
+/** @brief Routes the SRQ limit event to an SRQ. */
+struct SrqEvents : EventTarget {
+  SimSrq* srq = nullptr;
+  void async_event(hw::EqeType type) override;
+};
+
+/**
+ * @brief A shared receive queue. The device takes its WQEs in ring order, but they complete in
+ * any order (each QP finishes its own messages), so a slot is free again only once every slot
+ * before it has completed too: @ref tail trails @ref head over completed slots.
+ */
+struct SimSrq {
+  ibv_srq srq;  // must stay first
+  SimContext* ctx = nullptr;
+  SimPd* spd = nullptr;
+  uint32_t srqn = 0;
+  std::mutex mu;
+  std::unique_ptr<QueueBuffer> ring;
+  uint32_t log = 0, stride_log = 0;
+  uint32_t max_wr = 0, max_sge = 0;
+  uint16_t head = 0;         ///< producer counter (WQEs posted)
+  uint16_t tail = 0;         ///< oldest slot not yet completed
+  std::vector<uint64_t> wrid;
+  std::vector<uint8_t> done;  ///< per slot: completed, waiting for the tail to pass it
+  hw::QpDbrec* dbrec = nullptr;  ///< rq_counter is the producer counter the device reads
+  std::atomic<int> users{0};     ///< QPs attached (destroy -> EBUSY)
+  SrqEvents events;
+};
+
+/** @brief An address handle: where a UD send goes (the WR adds the remote QPN and Q_Key). */
+struct SimAh {
+  ibv_ah ah;  // must stay first
+  hw::DatagramAddr av;
+};
+
 inline SimContext* sim(ibv_context* c) { return reinterpret_cast<SimContext*>(verbs_get_ctx(c)); }
 inline SimPd* sim(ibv_pd* p) { return reinterpret_cast<SimPd*>(p); }
 inline SimMr* sim(ibv_mr* m) { return reinterpret_cast<SimMr*>(m); }
 inline SimCq* sim(ibv_cq* c) { return reinterpret_cast<SimCq*>(c); }
 inline SimQp* sim(ibv_qp* q) { return reinterpret_cast<SimQp*>(q); }
 inline SimChannel* sim(ibv_comp_channel* c) { return reinterpret_cast<SimChannel*>(c); }
+inline SimSrq* sim(ibv_srq* s) { return reinterpret_cast<SimSrq*>(s); }
+inline SimAh* sim(ibv_ah* a) { return reinterpret_cast<SimAh*>(a); }
 
 /** @brief Queue an async event on a context and wake its async fd. */
 void push_async_event(SimContext* ctx, const ibv_async_event& ev);
@@ -138,6 +176,11 @@ void push_async_event(SimContext* ctx, const ibv_async_event& ev);
 // Data-path ops installed in ibv_context::ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+/** @brief Write one receive WR into a receive-queue slot of @p stride bytes (RQ or SRQ format). */
+void write_recv_wqe(uint8_t* slot, uint32_t stride, const ibv_recv_wr& wr);
+/** @brief A receive CQE of an SRQ completed slot @p index: its wr_id; frees the slots it can. */
+uint64_t srq_complete(SimSrq& srq, uint16_t index);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 /** @brief verbs_context::query_port (full struct ibv_port_attr). */

@@ -85,6 +85,55 @@ Transition rc_transition(ibv_qp_state cur, ibv_qp_state next) {
   return {false, 0, 0};
 }
 
+/**
+ * The same table for UC and UD. UD has no path, PSN checks or remote access: its INIT sets the
+ * Q_Key instead of access flags, and RTR needs nothing. UC is RC without the READ/atomic and
+ * retry attributes.
+ */
+Transition unreliable_transition(bool ud, ibv_qp_state cur, ibv_qp_state next) {
+  constexpr int kPath = IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+  const int keys = ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS;
+  const int rts_opt = IBV_QP_CUR_STATE | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS | kPath);
+  if (next == IBV_QPS_RESET || next == IBV_QPS_ERR) return {true, 0, 0};
+  switch (cur) {
+    case IBV_QPS_RESET:
+      if (next == IBV_QPS_INIT) return {true, IBV_QP_PKEY_INDEX | IBV_QP_PORT | keys, 0};
+      break;
+    case IBV_QPS_INIT:
+      if (next == IBV_QPS_INIT) return {true, 0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | keys};
+      if (next == IBV_QPS_RTR && ud) return {true, 0, IBV_QP_PKEY_INDEX | IBV_QP_QKEY};
+      if (next == IBV_QPS_RTR)
+        return {true, IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+                IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX};
+      break;
+    case IBV_QPS_RTR:
+      if (next == IBV_QPS_RTS) return {true, IBV_QP_SQ_PSN, rts_opt};
+      break;
+    case IBV_QPS_RTS:
+      if (next == IBV_QPS_RTS) return {true, 0, rts_opt};
+      if (next == IBV_QPS_SQD) return {true, 0, IBV_QP_EN_SQD_ASYNC_NOTIFY};
+      break;
+    case IBV_QPS_SQD:
+      if (next == IBV_QPS_RTS) return {true, 0, rts_opt};
+      if (next == IBV_QPS_SQD)
+        return {true, 0,
+                ud ? IBV_QP_PKEY_INDEX | IBV_QP_QKEY
+                   : IBV_QP_AV | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | kPath};
+      break;
+    case IBV_QPS_SQE:
+      if (next == IBV_QPS_RTS) return {true, 0, IBV_QP_CUR_STATE | keys};
+      break;
+    default: break;
+  }
+  return {false, 0, 0};
+}
+
+/** The legal transition table of ibv_modify_qp(3) for @p type. */
+Transition qp_transition(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next) {
+  if (type == IBV_QPT_RC) return rc_transition(cur, next);
+  return unreliable_transition(type == IBV_QPT_UD, cur, next);
+}
+
 /** ibv_modify_qp(3)'s value checks (IBTA field widths, device limits) for the attributes in @p mask. */
 bool attr_values_valid(const ibv_qp_attr& a, int mask, const hw::HcaCaps& caps) {
   if ((mask & IBV_QP_PORT) && a.port_num != 1) return false;
@@ -133,6 +182,7 @@ hw::Qpc qpc_from_attr(const ibv_qp_attr& a, int mask, ibv_qp_state next) {
   in.retry_cnt = a.retry_cnt;
   in.rnr_retry = a.rnr_retry;
   in.sqd_notify = (mask & IBV_QP_EN_SQD_ASYNC_NOTIFY) && a.en_sqd_async_notify ? 1 : 0;
+  in.qkey = a.qkey;
   return in;
 }
 
@@ -160,11 +210,11 @@ void init_ibv_qp(ibv_qp& qp, ibv_pd* pd, const ibv_qp_init_attr& a, uint32_t qpn
   qp.pd = pd;
   qp.send_cq = a.send_cq;
   qp.recv_cq = a.recv_cq;
-  qp.srq = nullptr;
+  qp.srq = a.srq;
   qp.handle = qpn;
   qp.qp_num = qpn;
   qp.state = IBV_QPS_RESET;
-  qp.qp_type = IBV_QPT_RC;
+  qp.qp_type = a.qp_type;
   pthread_mutex_init(&qp.mutex, nullptr);
   pthread_cond_init(&qp.cond, nullptr);
 }
@@ -195,11 +245,16 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     errno = EINVAL;
     return nullptr;
   }
-  if (a->qp_type != IBV_QPT_RC || a->srq) {  // UD/UC and SRQ are not modelled yet
-    errno = EOPNOTSUPP;
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;  // XRC and raw packet QPs are not modelled
+    return nullptr;
+  }
+  if (a->srq && a->srq->context != pd->context) {
+    errno = EINVAL;
     return nullptr;
   }
   ibv_qp_cap cap = a->cap;
+  if (a->srq) cap.max_recv_wr = cap.max_recv_sge = 0;  // ibv_create_qp(3): ignored with an SRQ
   if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr ||
       cap.max_send_sge > caps.max_sge || cap.max_recv_sge > caps.max_sge ||
       cap.max_inline_data > caps.max_inline_data) {
@@ -232,7 +287,10 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qpc.rq_log_size = uint8_t(q->rq_log);
   qpc.rq_log_stride = uint8_t(q->rq_stride_log);
   qpc.max_inline = uint16_t(cap.max_inline_data);
-  qpc.srqn = 0xffffffff;
+  qpc.type = uint8_t(a->qp_type);
+  qpc.srqn = a->srq ? sim(a->srq)->srqn : hw::kNoSrq;
+  // A UD QP has no path: its messages are one packet of at most the port's MTU.
+  if (a->qp_type == IBV_QPT_UD) qpc.path_mtu_log = caps.active_mtu_log;
   qpc.sq_buf = q->sq->desc();
   qpc.rq_buf = q->rq->desc();
   qpc.dbrec_addr = dbrec_iova;
@@ -245,6 +303,11 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   }
   q->qpn = mb.arg0;
   init_ibv_qp(q->qp, pd, *a, q->qpn);
+  if (a->srq) {
+    cap.max_recv_wr = cap.max_recv_sge = 0;
+    q->cap = cap;
+    sim(a->srq)->users++;
+  }
   a->cap = cap;
   q->spd->users++;
   sim(a->send_cq)->users++;
@@ -264,7 +327,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   const ibv_qp_state cur = ibqp->state;
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return fail(EINVAL);
   const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
-  const Transition t = rc_transition(cur, next);
+  const Transition t = qp_transition(ibqp->qp_type, cur, next);
   const int given = mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE);
   if (!t.valid || (given & t.req) != t.req || (given & ~(t.req | t.opt)) != 0) return fail(EINVAL);
   if (!attr_values_valid(*attr, mask, caps)) return fail(EINVAL);
@@ -307,6 +370,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
   attr->min_rnr_timer = c.min_rnr_timer;
   attr->max_rd_atomic = c.max_rd_atomic;
   attr->max_dest_rd_atomic = c.max_dest_rd_atomic;
+  attr->qkey = c.qkey;
   attr->ah_attr.is_global = 1;
   attr->ah_attr.port_num = c.port;
   std::memcpy(attr->ah_attr.grh.dgid.raw, c.path.dgid, 16);
@@ -322,6 +386,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
     init->recv_cq = ibqp->recv_cq;
     init->cap = q->cap;
     init->qp_type = ibqp->qp_type;
+    init->srq = ibqp->srq;
     init->sq_sig_all = q->sq_sig_all;
   }
   return 0;
@@ -337,6 +402,7 @@ int destroy_qp(ibv_qp* ibqp) {
   q->spd->users--;
   sim(ibqp->send_cq)->users--;
   sim(ibqp->recv_cq)->users--;
+  if (ibqp->srq) sim(ibqp->srq)->users--;
   k.dbrecs().free(q->dbrec);
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
@@ -387,9 +453,19 @@ struct SendPlan {
   uint32_t inline_len;
 };
 
+/** Whether QPs of @p type carry @p op (UD: SEND only; UC: SEND and RDMA WRITE; rxe's table). */
+bool opcode_allowed(ibv_qp_type type, hw::WqeOpcode op) {
+  const bool send = op == hw::WqeOpcode::Send || op == hw::WqeOpcode::SendImm;
+  const bool write = op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm;
+  if (type == IBV_QPT_UD) return send;
+  if (type == IBV_QPT_UC) return send || write;
+  return true;
+}
+
 /** ibv_post_send(3)'s checks on one WR; 0 or the errno to return. */
 int validate_send_wr(const SimQp& q, const ibv_send_wr& wr, SendPlan& p) {
-  if (!wqe_opcode(wr.opcode, p.op)) return EINVAL;
+  if (!wqe_opcode(wr.opcode, p.op) || !opcode_allowed(q.qp.qp_type, p.op)) return EINVAL;
+  if (q.qp.qp_type == IBV_QPT_UD && (!wr.wr.ud.ah || wr.wr.ud.ah->pd->context != q.qp.context)) return EINVAL;
   p.atomic = p.op == hw::WqeOpcode::AtomicCmpSwap || p.op == hw::WqeOpcode::AtomicFetchAdd;
   // An atomic returns the original 8 bytes into exactly one 8-byte SGE.
   if (p.atomic && (wr.num_sge != 1 || wr.sg_list[0].length != 8)) return EINVAL;
@@ -403,8 +479,19 @@ int validate_send_wr(const SimQp& q, const ibv_send_wr& wr, SendPlan& p) {
   return 0;
 }
 
-/** Remote-address (and atomic) segments from segment @p seg on; returns the next segment. */
-uint32_t build_remote_segments(const ibv_send_wr& wr, const SendPlan& p, uint8_t* wqe, uint32_t seg) {
+/**
+ * Remote-address (and atomic) segments from segment @p seg on, or a UD WR's datagram segment;
+ * returns the next segment.
+ */
+uint32_t build_remote_segments(const SimQp& q, const ibv_send_wr& wr, const SendPlan& p, uint8_t* wqe,
+                               uint32_t seg) {
+  if (q.qp.qp_type == IBV_QPT_UD) {
+    hw::DatagramAddr av = sim(wr.wr.ud.ah)->av;
+    av.dqpn = wr.wr.ud.remote_qpn;
+    av.qkey = wr.wr.ud.remote_qkey;
+    hw::set_datagram_seg(*reinterpret_cast<hw::DatagramSeg*>(hw::wqe_segment(wqe, seg)), av);
+    return seg + hw::kDatagramSegs;
+  }
   if (p.atomic) {
     const bool cas = p.op == hw::WqeOpcode::AtomicCmpSwap;
     hw::set_raddr_seg(*reinterpret_cast<hw::RaddrSeg*>(hw::wqe_segment(wqe, seg++)), wr.wr.atomic.remote_addr,
@@ -470,7 +557,7 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr) {
   SendPlan p;
   if (int e = validate_send_wr(q, wr, p)) return e;
   uint8_t wqe[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock] = {};
-  uint32_t ds = build_remote_segments(wr, p, wqe, 1);
+  uint32_t ds = build_remote_segments(q, wr, p, wqe, 1);
   ds = build_payload_segments(wr, p, wqe, ds);
   const uint32_t nbb = hw::wqe_bbs_for_segments(ds);
   const uint16_t used = uint16_t(q.sq_head - q.sq_tail.load(std::memory_order_acquire));
@@ -501,17 +588,6 @@ void ring_sq_doorbell(SimQp& q, HcaLink& link, uint16_t producer, bool irqs) {
     link.mmio_write64(hw::kUarSqDoorbell, v);
 }
 
-/** Write one receive WR into RQ slot @p slot: its SGEs, then a terminator if there is room. */
-void write_recv_wqe(SimQp& q, const ibv_recv_wr& wr) {
-  const uint32_t stride = 1u << q.rq_stride_log;
-  const uint32_t max_sge = stride / sizeof(hw::DataSeg);
-  auto* slot =
-      reinterpret_cast<hw::DataSeg*>(q.rq->data() + uint64_t(q.rq_head & ((1u << q.rq_log) - 1)) * stride);
-  for (int i = 0; i < wr.num_sge; ++i)
-    hw::set_data_seg(slot[i], wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey);
-  if (uint32_t(wr.num_sge) < max_sge) hw::set_recv_terminator(slot[wr.num_sge]);
-}
-
 void trace_post_recv(HcaLink& link, const SimQp& q, const ibv_recv_wr& wr) {
   const auto f =
       trace::TraceFields().set_wqe(q.rq_head).set_count(uint32_t(wr.num_sge)).set_flag(trace::kTfRq);
@@ -521,6 +597,14 @@ void trace_post_recv(HcaLink& link, const SimQp& q, const ibv_recv_wr& wr) {
 }
 
 }  // namespace
+
+void write_recv_wqe(uint8_t* slot, uint32_t stride, const ibv_recv_wr& wr) {
+  const uint32_t max_sge = stride / sizeof(hw::DataSeg);
+  auto* seg = reinterpret_cast<hw::DataSeg*>(slot);
+  for (int i = 0; i < wr.num_sge; ++i)
+    hw::set_data_seg(seg[i], wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey);
+  if (uint32_t(wr.num_sge) < max_sge) hw::set_recv_terminator(seg[wr.num_sge]);
+}
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   SimQp* q = sim(ibqp);
@@ -546,7 +630,8 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   SimQp* q = sim(ibqp);
   HcaLink& link = *q->ctx->sdev->link;
   std::lock_guard<std::mutex> g(q->rq_mu);
-  int err = ibqp->state == IBV_QPS_RESET ? EINVAL : 0;  // ibv_post_recv(3): not in RESET
+  // ibv_post_recv(3): not in RESET; a QP with an SRQ takes its receives from there.
+  int err = ibqp->state == IBV_QPS_RESET || ibqp->srq ? EINVAL : 0;
   const uint16_t start = q->rq_head;
   for (; wr && !err; wr = wr->next) {
     if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_recv_sge)
@@ -554,7 +639,8 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     else if (uint16_t(q->rq_head - q->rq_tail.load(std::memory_order_acquire)) >= (1u << q->rq_log))
       err = ENOMEM;
     if (err) break;
-    write_recv_wqe(*q, *wr);
+    const uint32_t slot = q->rq_head & ((1u << q->rq_log) - 1);
+    write_recv_wqe(q->rq->data() + (uint64_t(slot) << q->rq_stride_log), 1u << q->rq_stride_log, *wr);
     q->rq_wrid[q->rq_head & ((1u << q->rq_log) - 1)] = wr->wr_id;
     if (link.trace_on()) trace_post_recv(link, *q, *wr);
     ++q->rq_head;

@@ -197,6 +197,9 @@ struct Options {
   uint8_t min_rnr_timer = 1;                    ///< 0.01 ms: RNR tests stay short
   uint32_t psn_a = 0x001000, psn_b = 0x00b000;  ///< initial send PSN of each side
   bool connect = true;
+  ibv_qp_type qp_type = IBV_QPT_RC;  ///< RC, UC or UD
+  bool srq = false;                  ///< each QP takes its receives from a shared receive queue
+  uint32_t qkey = 0x11111111;        ///< UD: both QPs' Q_Key
 };
 
 struct Host {
@@ -207,7 +210,9 @@ struct Host {
   ibv_cq* scq = nullptr;  ///< send CQ
   ibv_cq* rcq = nullptr;  ///< receive CQ (== scq unless Options::separate_cqs)
   ibv_qp* qp = nullptr;
-  ibv_qp_cap cap{};  ///< what ibv_create_qp returned
+  ibv_srq* srq = nullptr;  ///< with Options::srq
+  ibv_ah* ah = nullptr;    ///< UD: address handle towards the other host (made by Connect)
+  ibv_qp_cap cap{};        ///< what ibv_create_qp returned
   uint8_t* buf = nullptr;
   size_t size = 0;
   ibv_mr* mr = nullptr;
@@ -231,8 +236,14 @@ class VerbsFixture : public ::testing::Test {
   void TearDown() override {
     Host* hs[2] = {&a_, &b_};
     for (Host* h : hs) {
+      if (h->ah) {
+        EXPECT_EQ(ibv_destroy_ah(h->ah), 0) << h->name << ": ibv_destroy_ah";
+      }
       if (h->qp) {
         EXPECT_EQ(ibv_destroy_qp(h->qp), 0) << h->name << ": ibv_destroy_qp";
+      }
+      if (h->srq) {
+        EXPECT_EQ(ibv_destroy_srq(h->srq), 0) << h->name << ": ibv_destroy_srq";
       }
       if (h->mr) {
         EXPECT_EQ(ibv_dereg_mr(h->mr), 0) << h->name << ": ibv_dereg_mr";
@@ -286,10 +297,18 @@ class VerbsFixture : public ::testing::Test {
     memset(h.buf, 0, h.size);
     h.mr = ibv_reg_mr(h.pd, h.buf, h.size, int(o.mr_access));
     ASSERT_NE(h.mr, nullptr) << "ibv_reg_mr: " << strerror(errno);
+    if (o.srq) {
+      ibv_srq_init_attr sa{};
+      sa.attr.max_wr = o.max_recv_wr;
+      sa.attr.max_sge = o.max_recv_sge;
+      h.srq = ibv_create_srq(h.pd, &sa);
+      ASSERT_NE(h.srq, nullptr) << "ibv_create_srq: " << strerror(errno);
+    }
     ibv_qp_init_attr ia{};
     ia.send_cq = h.scq;
     ia.recv_cq = h.rcq;
-    ia.qp_type = IBV_QPT_RC;
+    ia.srq = h.srq;
+    ia.qp_type = o.qp_type;
     ia.sq_sig_all = o.sq_sig_all ? 1 : 0;
     ia.cap.max_send_wr = o.max_send_wr;
     ia.cap.max_recv_wr = o.max_recv_wr;
@@ -300,9 +319,11 @@ class VerbsFixture : public ::testing::Test {
     ASSERT_NE(h.qp, nullptr) << "ibv_create_qp: " << strerror(errno);
     h.cap = ia.cap;
     ASSERT_GE(h.cap.max_send_wr, o.max_send_wr);
-    ASSERT_GE(h.cap.max_recv_wr, o.max_recv_wr);
     ASSERT_GE(h.cap.max_send_sge, o.max_send_sge);
-    ASSERT_GE(h.cap.max_recv_sge, o.max_recv_sge);
+    if (!o.srq) {  // ibv_create_qp(3): the receive capabilities are ignored with an SRQ
+      ASSERT_GE(h.cap.max_recv_wr, o.max_recv_wr);
+      ASSERT_GE(h.cap.max_recv_sge, o.max_recv_sge);
+    }
     ASSERT_GE(h.cap.max_inline_data, o.max_inline_data);
     ASSERT_EQ(ibv_query_gid(h.ctx, 1, kGidIndex, &h.gid), 0) << "ibv_query_gid: " << strerror(errno);
   }
@@ -320,13 +341,19 @@ class VerbsFixture : public ::testing::Test {
   }
 
   // ---- the QP state machine, one step at a time (each returns ibv_modify_qp's result)
+  // (ibv_modify_qp(3)'s required attributes differ by QP type: UD sets a Q_Key at INIT and
+  // nothing at RTR; UC has no READ/atomic or retry attributes.)
+  bool Ud() const { return opts_.qp_type == IBV_QPT_UD; }
+  bool Rc() const { return opts_.qp_type == IBV_QPT_RC; }
   int ToInit(Host& h) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = 1;
     a.qp_access_flags = int(opts_.qp_access);
-    return ibv_modify_qp(h.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    a.qkey = opts_.qkey;
+    return ibv_modify_qp(h.qp, &a,
+                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (Ud() ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
   }
   ibv_qp_attr RtrAttr(const Host& peer) const {
     ibv_qp_attr a{};
@@ -345,9 +372,10 @@ class VerbsFixture : public ::testing::Test {
   }
   static constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  static constexpr int kUcRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
   int ToRtr(Host& h, const Host& peer) {
     ibv_qp_attr a = RtrAttr(peer);
-    return ibv_modify_qp(h.qp, &a, kRtrMask);
+    return ibv_modify_qp(h.qp, &a, Ud() ? IBV_QP_STATE : Rc() ? kRtrMask : kUcRtrMask);
   }
   ibv_qp_attr RtsAttr(const Host& h) const {
     ibv_qp_attr a{};
@@ -363,7 +391,17 @@ class VerbsFixture : public ::testing::Test {
                                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
   int ToRts(Host& h) {
     ibv_qp_attr a = RtsAttr(h);
-    return ibv_modify_qp(h.qp, &a, kRtsMask);
+    return ibv_modify_qp(h.qp, &a, Rc() ? kRtsMask : IBV_QP_STATE | IBV_QP_SQ_PSN);
+  }
+  /** UD: an address handle on @p h towards @p peer's GID. */
+  static ibv_ah* MakeAh(const Host& h, const Host& peer) {
+    ibv_ah_attr aa{};
+    aa.is_global = 1;
+    aa.grh.dgid = peer.gid;
+    aa.grh.sgid_index = kGidIndex;
+    aa.grh.hop_limit = 64;
+    aa.port_num = 1;
+    return ibv_create_ah(h.pd, &aa);
   }
   void Connect() {
     ASSERT_EQ(ToInit(a_), 0) << "A INIT: " << strerror(errno);
@@ -372,6 +410,12 @@ class VerbsFixture : public ::testing::Test {
     ASSERT_EQ(ToRtr(b_, a_), 0) << "B RTR: " << strerror(errno);
     ASSERT_EQ(ToRts(a_), 0) << "A RTS: " << strerror(errno);
     ASSERT_EQ(ToRts(b_), 0) << "B RTS: " << strerror(errno);
+    if (Ud()) {
+      a_.ah = MakeAh(a_, b_);
+      ASSERT_NE(a_.ah, nullptr) << "ibv_create_ah: " << strerror(errno);
+      b_.ah = MakeAh(b_, a_);
+      ASSERT_NE(b_.ah, nullptr) << "ibv_create_ah: " << strerror(errno);
+    }
   }
   static ibv_qp_state QpState(const Host& h) {
     ibv_qp_attr a{};
@@ -400,13 +444,30 @@ class VerbsFixture : public ::testing::Test {
       ADD_FAILURE() << "ibv_post_send failed (" << rc << ") but bad_wr is not the WR";
     return rc;
   }
+  /** UD: one SEND (or SEND_WITH_IMM) from @p h to @p to's QP through @p h.ah with Q_Key @p qkey. */
+  static int PostUdSend(Host& h, const Host& to, uint64_t wr_id, std::vector<ibv_sge> sges, uint32_t qkey,
+                        ibv_wr_opcode op = IBV_WR_SEND, uint32_t imm_host = 0) {
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = sges.empty() ? nullptr : sges.data();
+    wr.num_sge = int(sges.size());
+    wr.opcode = op;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(imm_host);
+    wr.wr.ud.ah = h.ah;
+    wr.wr.ud.remote_qpn = to.qp->qp_num;
+    wr.wr.ud.remote_qkey = qkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(h.qp, &wr, &bad);
+  }
+  /** One receive WR, to the host's SRQ if it has one, else to its QP. */
   static int PostRecv(Host& h, uint64_t wr_id, std::vector<ibv_sge> sges) {
     ibv_recv_wr wr{};
     wr.wr_id = wr_id;
     wr.sg_list = sges.empty() ? nullptr : sges.data();
     wr.num_sge = int(sges.size());
     ibv_recv_wr* bad = nullptr;
-    const int rc = ibv_post_recv(h.qp, &wr, &bad);
+    const int rc = h.srq ? ibv_post_srq_recv(h.srq, &wr, &bad) : ibv_post_recv(h.qp, &wr, &bad);
     if (rc != 0 && bad != &wr)
       ADD_FAILURE() << "ibv_post_recv failed (" << rc << ") but bad_wr is not the WR";
     return rc;

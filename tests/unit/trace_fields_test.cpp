@@ -161,7 +161,8 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
     c.sq_log_size = 6;  // 64 WQEBBs: one page
     c.rq_log_size = 4;
     c.rq_log_stride = 6;   // 4 data segments per receive WQE
-    c.srqn = 0xffffffffu;  // no SRQ
+    c.srqn = hw::kNoSrq;
+    c.type = uint8_t(hw::QpType::Rc);
     c.sq_buf = mem.table(q.sq, 1);
     c.rq_buf = mem.table(q.rq, 1);
     c.dbrec_addr = q.dbrec.iova;
