@@ -41,6 +41,7 @@ static TraceFields cqe_fields(uint32_t cqn, uint32_t pi_after, const CqeInfo& in
       .set_count(in.byte_cnt)
       .set_status(uint16_t(in.syndrome))
       .set_flag(kTfRq, is_recv(in.opcode))
+      .set_flag(kTfSrq, in.flags & hw::kCqeSrq)
       .set_flag(kTfSolicited, in.flags & hw::kCqeSolicited)
       .set_flag(kTfError, in.syndrome != hw::CqeSyndrome::Ok);
 }

@@ -225,6 +225,18 @@ TimelineSink::QpFlows* TimelineSink::find_qp(uint32_t host, uint32_t qpn) {
 void TimelineSink::link_post(const TraceEvent& ev) {
   const model::TraceFields& f = ev.f;
   const bool rq = f.has(model::kTfRq);
+  if (ev.unit == TraceUnit::Driver && f.has(model::kTfSrq) && f.queue != kTraceNone && f.wqe != kTraceNone) {
+    Flow fl;
+    fl.id = next_flow_++;
+    char b[64];
+    snprintf(b, sizeof b, "%s SRQ 0x%x WQE %u", names_[ev.host].c_str(), f.queue, f.wqe);
+    fl.name = b;
+    fl.signaled = true;
+    srqs_[key(ev.host, f.queue)][f.wqe] = fl;
+    flow(ev, 's', fl);
+    ++flows_;
+    return;
+  }
   if (ev.unit != TraceUnit::Driver || ev.qpn == kTraceNone || f.wqe == kTraceNone) return;
   QpFlows& q = qps_[key(ev.host, ev.qpn)];
   Flow fl;
@@ -266,6 +278,17 @@ bool TimelineSink::find_wqe_flow(const TraceEvent& ev, std::map<uint32_t, Flow>*
 // WQE fetch and decode (which also gives the message's PSN range).
 void TimelineSink::link_wqe(const TraceEvent& ev) {
   const model::TraceFields& f = ev.f;
+  if (f.has(model::kTfSrq) && ev.qpn != kTraceNone && f.queue != kTraceNone) {
+    // A QP took an SRQ WQE: from here its flow is that QP's receive (its CQE names the QP).
+    auto s = srqs_.find(key(ev.host, f.queue));
+    if (s == srqs_.end()) return;
+    auto w = s->second.find(f.wqe);
+    if (w == s->second.end()) return;
+    Flow& fl = qps_[key(ev.host, ev.qpn)].rq[f.wqe] = w->second;
+    s->second.erase(w);
+    flow(ev, 't', fl);
+    return;
+  }
   std::map<uint32_t, Flow>* m;
   std::map<uint32_t, Flow>::iterator fl;
   if (!find_wqe_flow(ev, m, fl)) return;

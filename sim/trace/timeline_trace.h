@@ -68,6 +68,8 @@ class TimelineSink : public model::TraceSink {
     std::map<uint32_t, Flow> rq;
   };
   static uint64_t key(uint32_t host, uint32_t qpn) { return (uint64_t(host) << 32) | qpn; }
+  /** Flows of WQEs posted to a shared receive queue, by (host, SRQN), until a QP takes them. */
+  std::map<uint64_t, std::map<uint32_t, Flow>> srqs_;
 
   void meta(uint32_t host, model::TraceUnit unit);
   void slice(const model::TraceEvent& ev);

@@ -45,7 +45,9 @@ const std::string kHcasim = [] {
 const std::map<std::string, std::string> kScenarios = {{"send_recv", SCN_SEND_RECV},
                                                        {"write_imm", SCN_WRITE_IMM},
                                                        {"read_multi_mtu", SCN_READ_MULTI_MTU},
-                                                       {"solicited", SCN_SOLICITED}};
+                                                       {"solicited", SCN_SOLICITED},
+                                                       {"ud_send", SCN_UD_SEND},
+                                                       {"srq_send", SCN_SRQ_SEND}};
 
 std::string run_cmd(const std::string& cmd, int* status = nullptr) {
   std::string out;
@@ -149,7 +151,7 @@ TEST_P(TraceOutputs, TsharkDissectsEveryFrameAsTheTraceShows) {
     f.resize(8);
     EXPECT_NE(f[1].find("eth:ethertype:ip:udp:infiniband"), std::string::npos);
     int op = -1;
-    for (int k = 0; k < 0x20; ++k)
+    for (int k = 0; k < 0x100; ++k)
       if (packets_[i].opcode == hcasim::wire::opcode_name(hcasim::wire::BthOpcode(k))) op = k;
     EXPECT_EQ(f[2], std::to_string(op));
     EXPECT_EQ(f[3], std::to_string(packets_[i].psn));
@@ -282,7 +284,8 @@ TEST_P(TraceOutputs, CountersJsonMatchesTheTrace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Scenarios, TraceOutputs,
-                         ::testing::Values("send_recv", "write_imm", "read_multi_mtu", "solicited"),
+                         ::testing::Values("send_recv", "write_imm", "read_multi_mtu", "solicited", "ud_send",
+                                           "srq_send"),
                          [](const auto& info) { return info.param; });
 
 // ------------------------------------------------------------------ step mode
