@@ -351,7 +351,8 @@ HCASIM_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offse
 HCASIM_EXPORT int ibv_rereg_mr(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, size_t length,
                                int access) {
   // libibverbs' own input checks (rdma-core verbs.c ibv_rereg_mr): the old MR stays valid.
-  constexpr int kKnown = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  constexpr int kKnown =
+      IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
   if (!mr || (flags & ~kKnown) || ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
       (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
     errno = EINVAL;

@@ -19,7 +19,7 @@ struct CqExState {
   /// Held from a successful start_poll to end_poll, as mlx5's CQ lock is: one batch at a time.
   std::mutex batch;
   ibv_wc wc{};
-  uint64_t ts_ns = 0;      ///< the completion's CQE timestamp (simulated ns = HCA clock ticks)
+  uint64_t ts_ns = 0;       ///< the completion's CQE timestamp (simulated ns = HCA clock ticks)
   SimPd* domain = nullptr;  ///< parent domain given with IBV_CQ_INIT_ATTR_MASK_PD (holds a user)
 };
 

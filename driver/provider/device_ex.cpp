@@ -129,8 +129,8 @@ int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int a
   const ibv_mr old = *mr;
   std::swap(r->region, f->region);
   std::swap(r->access, f->access);
-  *mr = *fresh;   // new keys, PD, address and length in the program's own struct
-  *fresh = old;   // the old registration, now owned by the scratch SimMr
+  *mr = *fresh;  // new keys, PD, address and length in the program's own struct
+  *fresh = old;  // the old registration, now owned by the scratch SimMr
   return dereg_mr(fresh);
 }
 

@@ -129,7 +129,9 @@ void wr_rdma_write_imm(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr, __be32 imm
   wr_rdma(qpx, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, raddr, imm);
 }
 
-void wr_rdma_read(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr) { wr_rdma(qpx, IBV_WR_RDMA_READ, rkey, raddr, 0); }
+void wr_rdma_read(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr) {
+  wr_rdma(qpx, IBV_WR_RDMA_READ, rkey, raddr, 0);
+}
 
 void wr_atomic(ibv_qp_ex* qpx, ibv_wr_opcode op, uint32_t rkey, uint64_t raddr, uint64_t compare_add,
                uint64_t swap) {
@@ -148,7 +150,9 @@ void wr_atomic_fetch_add(ibv_qp_ex* qpx, uint32_t rkey, uint64_t raddr, uint64_t
   wr_atomic(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, raddr, add, 0);
 }
 
-void wr_local_inv(ibv_qp_ex* qpx, uint32_t rkey) { begin_wr(qpx, IBV_WR_LOCAL_INV).wr.invalidate_rkey = rkey; }
+void wr_local_inv(ibv_qp_ex* qpx, uint32_t rkey) {
+  begin_wr(qpx, IBV_WR_LOCAL_INV).wr.invalidate_rkey = rkey;
+}
 
 void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
   PendingWr& p = begin_wr(qpx, IBV_WR_BIND_MW);
@@ -258,7 +262,8 @@ int validate_batch(SimQp& q, const QpExState& s) {
   const uint64_t ops = device_send_ops(q.ctx->kdev->caps());
   for (const PendingWr& p : s.batch) {
     if (!(send_op_flag(p.wr.opcode) & ops)) return EINVAL;
-    const bool atomic = p.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || p.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    const bool atomic =
+        p.wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || p.wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
     // An atomic returns the original 8 bytes into exactly one 8-byte buffer.
     if (atomic && (p.sges.size() != 1 || p.sges[0].length != 8)) return EINVAL;
   }
@@ -278,8 +283,8 @@ ibv_send_wr* chain(QpExState& s) {
     PendingWr& p = *it;
     if (p.is_inline) {
       // post_send copies inline bytes from the SGE addresses at post time; lkey is unused.
-      p.sges.assign(1, ibv_sge{reinterpret_cast<uintptr_t>(p.inline_bytes.data()),
-                               uint32_t(p.inline_bytes.size()), 0});
+      p.sges.assign(
+          1, ibv_sge{reinterpret_cast<uintptr_t>(p.inline_bytes.data()), uint32_t(p.inline_bytes.size()), 0});
       p.wr.send_flags |= IBV_SEND_INLINE;
     }
     p.wr.sg_list = p.sges.empty() ? nullptr : p.sges.data();

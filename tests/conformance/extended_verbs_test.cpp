@@ -654,16 +654,17 @@ TEST_F(ExtendedVerbs, RereggedMrChangesAccessAndAddress) {
   EXPECT_EQ(mr->length, 8192u);
   EXPECT_EQ(mr->pd, a_.pd);
   e2e::fill_pattern(b_.buf, 8192, 18);
-  ASSERT_EQ(PostSend(b_, 9, IBV_WR_RDMA_WRITE, {b_.sge(0, 8192)}, IBV_SEND_SIGNALED, 0, a_.addr(131072),
-                     mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(b_, 9, IBV_WR_RDMA_WRITE, {b_.sge(0, 8192)}, IBV_SEND_SIGNALED, 0, a_.addr(131072), mr->rkey),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(b_.scq, wc));
   EXPECT_TRUE(e2e::wc_is(wc, WcExpect{9, IBV_WC_RDMA_WRITE, b_.qp->qp_num}));
   EXPECT_TRUE(e2e::same_bytes(a_.buf + 131072, b_.buf, 8192));
   // The old range is no longer covered: a WRITE there is a remote access error.
   ASSERT_EQ(
-      PostSend(b_, 10, IBV_WR_RDMA_WRITE, {b_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, a_.addr(65536), mr->rkey), 0);
+      PostSend(b_, 10, IBV_WR_RDMA_WRITE, {b_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, a_.addr(65536), mr->rkey),
+      0);
   ASSERT_TRUE(PollOne(b_.scq, wc));
   EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << e2e::describe(wc);
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
@@ -679,8 +680,9 @@ TEST_F(ExtendedVerbs, RereggedMrInputErrorsLeaveTheMrValid) {
   EXPECT_EQ(ibv_rereg_mr(a_.mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 4096, 0),
             IBV_REREG_MR_ERR_INPUT);
   e2e::fill_pattern(a_.buf, 512, 19);
-  ASSERT_EQ(PostSend(a_, 11, IBV_WR_RDMA_WRITE, {a_.sge(0, 512)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
-            0);
+  ASSERT_EQ(
+      PostSend(a_, 11, IBV_WR_RDMA_WRITE, {a_.sge(0, 512)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+      0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_TRUE(e2e::wc_is(wc, WcExpect{11, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
@@ -709,8 +711,8 @@ TEST_F(ExtendedVerbs, QueryQpOfAnExtendedQpReportsEveryAttributeSet) {
   ibv_qp_init_attr qi{};
   const int all = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS | IBV_QP_AV |
                   IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                  IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                  IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_CAP;
+                  IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_CAP;
   ASSERT_EQ(ibv_query_qp(a_.qp, &q, all, &qi), 0);
   const ibv_qp_attr rtr = RtrAttr(b_), rts = RtsAttr(a_);
   EXPECT_EQ(q.qp_state, IBV_QPS_RTS);
