@@ -22,4 +22,12 @@ namespace hcasim::drv {
  */
 ibv_qp_ex* qp_to_qp_ex(ibv_qp* qp);
 
+/**
+ * Re-register @p mr (ibv_rereg_mr(3)) with the properties @p flags names changed, after the
+ * exported ibv_rereg_mr checked its input. A new registration is made first and the old one
+ * dropped after, so on failure @p mr is untouched. @p mr gets the new keys. Returns 0 or an
+ * errno value (errno set).
+ */
+int rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access);
+
 }  // namespace hcasim::drv

@@ -350,9 +350,16 @@ HCASIM_EXPORT struct ibv_mr* ibv_reg_dmabuf_mr(struct ibv_pd* pd, uint64_t offse
 
 HCASIM_EXPORT int ibv_rereg_mr(struct ibv_mr* mr, int flags, struct ibv_pd* pd, void* addr, size_t length,
                                int access) {
-  // The old MR stays valid: report an input-class error, reason in errno.
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
+  // libibverbs' own input checks (rdma-core verbs.c ibv_rereg_mr): the old MR stays valid.
+  constexpr int kKnown =
+      IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  if (!mr || (flags & ~kKnown) || ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length)) ||
+      (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  // Any provider failure is a command error there too (errno says why).
+  return drv::rereg_mr(mr, flags, pd, addr, length, access) ? IBV_REREG_MR_ERR_CMD : 0;
 }
 
 HCASIM_EXPORT int ibv_dereg_mr(struct ibv_mr* mr) { return drv::dereg_mr(mr); }

@@ -138,11 +138,6 @@ ibv_cq* create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chan
   return &q->cq;
 }
 
-int resize_cq(ibv_cq*, int) {
-  errno = EOPNOTSUPP;
-  return EOPNOTSUPP;
-}
-
 int destroy_cq(ibv_cq* cq) {
   SimCq* q = sim(cq);
   if (q->users.load()) {
@@ -227,6 +222,7 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
     }
     if (c.flags & hw::kCqeGrh) w.wc_flags |= IBV_WC_GRH;  // UD: the network header leads the buffer
     w.pkey_index = 0;
+    q->last_cqe_ts_ns = c.timestamp_ns;  // for ibv_wc_read_completion_ts (cq_ex.cpp)
   }
   if (got) hw::cq_dbrec_set_ci(*q->dbrec, q->ci);
   if (got && q->poll_waiters) q->polled.notify_all();

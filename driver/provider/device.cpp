@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "extended.h"
 #include "handoff.h"
 #include "objects.h"
 #include "verbs_core.h"
@@ -83,6 +84,19 @@ uint64_t get_device_guid(ibv_device* device) {
 
 static int bind_mw_unsupported(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
 
+/**
+ * The extended verbs (extended.h). verbs.h's dispatchers use an op only if vctx.sz reaches it
+ * and it is set; advise_mr stays unset, as in rxe: ibv_advise_mr then returns EOPNOTSUPP (no ODP).
+ */
+static void install_extended_ops(verbs_context& v) {
+  v.create_qp_ex = create_qp_ex;
+  v.create_cq_ex = create_cq_ex;
+  v.query_device_ex = query_device_ex;
+  v.alloc_td = alloc_td;
+  v.dealloc_td = dealloc_td;
+  v.alloc_parent_domain = alloc_parent_domain;
+}
+
 ibv_context* open_device(ibv_device* device) {
   auto* d = reinterpret_cast<SimDevice*>(device);
   KernelDevice& k = kernel_device(*d->link);
@@ -103,6 +117,7 @@ ibv_context* open_device(ibv_device* device) {
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
   c->vctx.sz = sizeof(verbs_context);
   c->vctx.query_port = query_port_ex;
+  install_extended_ops(c->vctx);
   ctx.ops.poll_cq = poll_cq;
   ctx.ops.req_notify_cq = req_notify_cq;
   ctx.ops.post_send = post_send;
@@ -225,6 +240,7 @@ ibv_pd* alloc_pd(ibv_context* context) {
 
 int dealloc_pd(ibv_pd* pd) {
   SimPd* p = sim(pd);
+  if (p->parent_domain) return dealloc_parent_domain(pd);
   if (p->users.load()) return set_errno(EBUSY);
   hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DeallocPd, p->pdn);
   if (int e = sim(pd->context)->kdev->command(mb)) return set_errno(e);
@@ -270,6 +286,7 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   r->mr.handle = mb.arg0;
   r->mr.lkey = mb.arg0;
   r->mr.rkey = mb.arg0;
+  r->access = access;
   p->users++;
   return &r->mr;
 }

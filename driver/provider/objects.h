@@ -38,11 +38,15 @@ struct SimPd {
   ibv_pd pd;
   uint32_t pdn;
   std::atomic<int> users{0};  ///< MRs, QPs using it (dealloc -> EBUSY)
+  /// A parent domain (ibv_alloc_parent_domain): pdn is its protection domain's, so QPs and MRs
+  /// made on it use that PD; dealloc_pd hands it to dealloc_parent_domain (extended.h).
+  bool parent_domain = false;
 };
 
 struct SimMr {
   ibv_mr mr;
   std::unique_ptr<PinnedRegion> region;
+  unsigned access = 0;  ///< ibv_access_flags it was registered with (ibv_rereg_mr keeps them)
 };
 
 struct SimCq;
@@ -55,7 +59,17 @@ struct SimChannel {
   std::atomic<long> reader{0};  ///< thread id of the last ibv_get_cq_event caller (handoff.h)
 };
 
-struct SimCq;
+struct CqExState;
+/** @brief Frees a CQ's extended-poll state (cq_ex.cpp), so SimCq's owner need not see its type. */
+struct CqExStateDeleter {
+  void operator()(CqExState* s) const;
+};
+struct QpExState;
+/** @brief Frees a QP's ibv_wr_* batch state (qp_ex.cpp), so SimQp's owner need not see its type. */
+struct QpExStateDeleter {
+  void operator()(QpExState* s) const;
+};
+
 /** @brief Routes interrupt-handler events to a CQ. */
 struct CqEvents : EventTarget {
   SimCq* cq = nullptr;
@@ -85,6 +99,8 @@ struct SimCq {
   std::atomic<unsigned> events_taken{0};  ///< by ibv_get_cq_event (handoff.h)
   std::atomic<int> users{0};
   CqEvents events;
+  uint64_t last_cqe_ts_ns = 0;  ///< timestamp of the CQE poll_cq decoded last (under mu), for cq_ex
+  std::unique_ptr<CqExState, CqExStateDeleter> ex;  ///< set by create_cq_ex only
 };
 
 struct SimQp;
@@ -123,6 +139,7 @@ struct SimQp {
   std::vector<uint64_t> rq_wrid;
   hw::QpDbrec* dbrec = nullptr;
   QpEvents events;
+  std::unique_ptr<QpExState, QpExStateDeleter> ex;  ///< ibv_wr_* state; set by create_qp_ex only
 };
 
 struct SimSrq;

@@ -410,11 +410,6 @@ int destroy_qp(ibv_qp* ibqp) {
   return 0;
 }
 
-ibv_qp_ex* qp_to_qp_ex(ibv_qp*) {
-  errno = EOPNOTSUPP;  // QPs are created through ibv_create_qp only: no extended send API
-  return nullptr;
-}
-
 // ------------------------------------------------------------------ data path
 
 static const char* wr_opcode_name(ibv_wr_opcode op) {

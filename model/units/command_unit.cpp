@@ -84,6 +84,18 @@ hw::CmdStatus CommandUnit::create_cq(hw::CmdMailbox& mb) {
   return hw::CmdStatus::Ok;
 }
 
+hw::CmdStatus CommandUnit::resize_cq(hw::CmdMailbox& mb) {
+  const auto in = hw::cmd_in<hw::Cqc>(mb);
+  uint32_t pi = 0;
+  switch (cq_.resize(mb.arg0, in.log_size, in.buf, mb.arg1, pi)) {
+    case CqUnit::Resize::Ok: break;
+    case CqUnit::Resize::NoSuchCq: return hw::CmdStatus::BadResource;
+    case CqUnit::Resize::TooSmall: return hw::CmdStatus::BadParam;
+  }
+  mb.arg0 = pi;
+  return hw::CmdStatus::Ok;
+}
+
 hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
   auto q = hw::cmd_in<hw::Qpc>(mb);
   if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
@@ -163,6 +175,7 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
     case hw::CmdOpcode::DestroyEq: s = found(eq_.destroy(mb.arg0)); break;
     case hw::CmdOpcode::CreateCq: s = create_cq(mb); break;
     case hw::CmdOpcode::DestroyCq: s = found(cq_.destroy(mb.arg0)); break;
+    case hw::CmdOpcode::ResizeCq: s = resize_cq(mb); break;
     case hw::CmdOpcode::CreateQp: s = create_qp(mb); break;
     case hw::CmdOpcode::ModifyQp: {
       QpContext* qp = qpc_.find(mb.arg0);

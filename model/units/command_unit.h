@@ -44,6 +44,7 @@ class CommandUnit {
   hw::CmdStatus create_mkey(hw::CmdMailbox& mb);
   hw::CmdStatus create_eq(hw::CmdMailbox& mb);
   hw::CmdStatus create_cq(hw::CmdMailbox& mb);
+  hw::CmdStatus resize_cq(hw::CmdMailbox& mb);
   hw::CmdStatus create_qp(hw::CmdMailbox& mb);
   hw::CmdStatus query_qp(hw::CmdMailbox& mb);
   hw::CmdStatus create_srq(hw::CmdMailbox& mb);

@@ -56,6 +56,23 @@ bool CqUnit::create(const hw::Cqc& cqc) {
 }
 bool CqUnit::destroy(uint32_t cqn) { return cqs_.erase(cqn) != 0; }
 
+CqUnit::Resize CqUnit::resize(uint32_t cqn, uint8_t log_size, const hw::BufferDesc& buf, uint32_t ci,
+                              uint32_t& pi) {
+  auto it = cqs_.find(cqn);
+  if (it == cqs_.end()) return Resize::NoSuchCq;
+  Cq& cq = it->second;
+  if (cq.pi - ci > (1u << log_size)) return Resize::TooSmall;
+  cq.cqc.log_size = log_size;
+  cq.cqc.buf = buf;
+  cq.cursor = BufferCursor{};  // the cached page walk was into the old ring
+  cq.ci_seen = ci;
+  pi = cq.pi;
+  HCASIM_TRACE(tracer_, Cq, Command, kTraceNone, TraceFields().set_queue(cqn).set_index(pi),
+               "CQ %u resized to %u CQEs (pi=%u ci=%u: %u unpolled CQE(s) move with it)", cqn, 1u << log_size,
+               pi, ci, pi - ci);
+  return Resize::Ok;
+}
+
 void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, uint32_t pi_at_request) {
   auto it = cqs_.find(cqn);
   if (it == cqs_.end()) return;

@@ -41,6 +41,16 @@ class CqUnit {
 
   bool create(const hw::Cqc& cqc);
   bool destroy(uint32_t cqn);
+  /** @brief What resize() did. */
+  enum class Resize { Ok, NoSuchCq, TooSmall };
+  /**
+   * @brief Switch CQ @p cqn to a new ring of 2^@p log_size CQEs at @p buf (ibv_resize_cq). The
+   * producer count goes on, so the next CQE lands at index pi of the new ring; @p pi gets the
+   * count at the switch: the CQEs from @p ci (software's consumer index) up to it are still in
+   * the old ring, and software copies them to the same indices of the new one. TooSmall if
+   * they would not fit.
+   */
+  Resize resize(uint32_t cqn, uint8_t log_size, const hw::BufferDesc& buf, uint32_t ci, uint32_t& pi);
   bool exists(uint32_t cqn) const { return cqs_.count(cqn) != 0; }
   /** @brief Numbers of all CQs (function reset). */
   std::vector<uint32_t> ids() const {

@@ -408,6 +408,10 @@ enum class CmdOpcode : uint16_t {
   CreateCq = 0x400,
   DestroyCq = 0x401,
   QueryCq = 0x402,
+  /// ibv_resize_cq: arg0 CQN, arg1 the driver's consumer index; in: Cqc (log_size, buf of the
+  /// new ring). The CQ writes its next CQE into the new ring; out arg0: the producer count at
+  /// the switch (CQEs before it are in the old ring, for the driver to copy).
+  ResizeCq = 0x403,
   CreateQp = 0x500,
   ModifyQp = 0x501,
   QueryQp = 0x50b,
