@@ -46,7 +46,7 @@ bool Responder::take_srq_recv(QpContext& qp) {
   SrqContext* srq = u_.srqs.find(qp.qpc.srqn);
   if (!srq) return false;
   if (srq->ci == srq->pi_seen) {
-    if (!u_.fetch.recv_producer(srq->srqc.dbrec_addr, qpn, srq->pi_seen)) return false;
+    if (!u_.fetch.recv_producer(srq->srqc.dbrec_addr, qpn, srq->pi_seen, "srq.dbrec")) return false;
     if (srq->ci == srq->pi_seen) return false;
   }
   RecvInProgress r;
@@ -68,7 +68,7 @@ bool Responder::take_srq_recv(QpContext& qp) {
 void Responder::check_srq_limit(SrqContext& srq, uint32_t qpn) {
   if (srq.srqc.limit == 0) return;
   // Count against what is posted now, not what was last read.
-  if (!u_.fetch.recv_producer(srq.srqc.dbrec_addr, qpn, srq.pi_seen)) return;
+  if (!u_.fetch.recv_producer(srq.srqc.dbrec_addr, qpn, srq.pi_seen, "srq.dbrec")) return;
   const uint32_t left = uint16_t(srq.pi_seen - srq.ci);
   if (left >= srq.srqc.limit) return;
   HCASIM_TRACE(u_.tracer, Responder, Note, qpn, TraceFields().set_queue(srq.srqc.srqn).set_count(left),

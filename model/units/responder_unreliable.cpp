@@ -38,6 +38,11 @@ void Responder::on_ud_request(QpContext& qp, const wire::ParsedFrame& f) {
     return ud_drop(qp, h, "Q_Key mismatch");
   }
   if (!take_recv(qp)) return ud_drop(qp, h, "no receive WQE posted");
+  HCASIM_TRACE(u_.tracer, Responder, Note, qp.qpc.qpn,
+               TraceFields().set_psn(h.psn).set_peer_qpn(h.deth.src_qp).set_wqe(qp.recv.index),
+               "%s from qp 0x%x, Q_Key 0x%x matches: 40-byte network header, then %zu B, into %s WQE %u",
+               wire::opcode_name(h.opcode), h.deth.src_qp, h.deth.qkey, f.payload_len, qp.recv.srq ? "SRQ" : "RQ",
+               qp.recv.index);
   uint8_t grh[wire::kGrhLen];
   network_header(f, grh);
   const uint32_t len = uint32_t(f.payload_len);

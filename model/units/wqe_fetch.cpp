@@ -125,9 +125,9 @@ bool WqeFetchUnit::fetch_recv(const WorkQueue& rq, uint16_t index, Sge* sge, uin
   return true;
 }
 
-bool WqeFetchUnit::recv_producer(uint64_t dbrec, uint32_t qpn, uint16_t& pi) {
+bool WqeFetchUnit::recv_producer(uint64_t dbrec, uint32_t qpn, uint16_t& pi, const char* tag) {
   hw::QpDbrec rec{};
-  if (!dma_.read(dbrec, &rec, sizeof rec, qpn, "rq.dbrec")) return false;
+  if (!dma_.read(dbrec, &rec, sizeof rec, qpn, tag)) return false;
   pi = hw::qp_dbrec_rq(rec);
   return true;
 }

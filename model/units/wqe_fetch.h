@@ -55,8 +55,11 @@ class WqeFetchUnit {
    * (up to kMaxSge entries, ended early by a terminator). False on a fault.
    */
   bool fetch_recv(const WorkQueue& rq, uint16_t index, Sge* sge, uint32_t& nsge);
-  /** @brief Read a receive queue's producer counter from the doorbell record at @p dbrec. */
-  bool recv_producer(uint64_t dbrec, uint32_t qpn, uint16_t& pi);
+  /**
+   * @brief Read a receive queue's producer counter from the doorbell record at @p dbrec
+   * (@p tag names the read in the trace: "rq.dbrec", "srq.dbrec").
+   */
+  bool recv_producer(uint64_t dbrec, uint32_t qpn, uint16_t& pi, const char* tag = "rq.dbrec");
   /**
    * @brief Time to fetch @p nbb WQEBBs after @p table_reads table entries: the first WQE of a
    * batch pays the PCIe round trip, later ones (@p pipelined) only their transfer.
