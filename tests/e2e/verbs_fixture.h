@@ -141,7 +141,11 @@ inline ::testing::AssertionResult wc_is(const ibv_wc& wc, const WcExpect& e) {
   const unsigned want_flags = e.with_imm ? IBV_WC_WITH_IMM : 0;
   // IBV_WC_GRH means something only for UD QPs (ibv_poll_cq(3)); rxe sets it on RC receive
   // completions as well (tests/diff known difference grh-flag-rc), so RC checks ignore it.
-  if ((unsigned(wc.wc_flags) & ~unsigned(IBV_WC_GRH)) != want_flags) return fail("wc_flags");
+  // IBV_WC_WITH_IMM is "relevant for receive work completions" only; rxe also sets it on the
+  // requester's completion of a WR that carried an immediate, so send-side checks ignore it.
+  const bool recv = e.opcode == IBV_WC_RECV || e.opcode == IBV_WC_RECV_RDMA_WITH_IMM;
+  const unsigned ignored = IBV_WC_GRH | (recv ? 0u : unsigned(IBV_WC_WITH_IMM));
+  if ((unsigned(wc.wc_flags) & ~ignored) != want_flags) return fail("wc_flags");
   if (e.with_imm && ntohl(wc.imm_data) != e.imm_host) return fail("imm_data");
   return ::testing::AssertionSuccess();
 }
