@@ -40,6 +40,8 @@ ibv_wc_opcode req_wc_opcode(hw::WqeOpcode op) {
     case hw::WqeOpcode::RdmaRead: return IBV_WC_RDMA_READ;
     case hw::WqeOpcode::AtomicCmpSwap: return IBV_WC_COMP_SWAP;
     case hw::WqeOpcode::AtomicFetchAdd: return IBV_WC_FETCH_ADD;
+    case hw::WqeOpcode::BindMw: return IBV_WC_BIND_MW;
+    case hw::WqeOpcode::LocalInv: return IBV_WC_LOCAL_INV;
     default: return IBV_WC_SEND;
   }
 }
@@ -220,7 +222,11 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
       w.wc_flags |= IBV_WC_WITH_IMM;
       w.imm_data = c.imm;
     }
-    if (c.flags & hw::kCqeGrh) w.wc_flags |= IBV_WC_GRH;  // UD: the network header leads the buffer
+    if (c.flags & hw::kCqeGrh) w.wc_flags |= IBV_WC_GRH;
+    if (c.flags & hw::kCqeWithInv) {  // ibv_poll_cq(3): invalidated_rkey shares imm_data's place
+      w.wc_flags |= IBV_WC_WITH_INV;
+      w.invalidated_rkey = c.imm;
+    }  // UD: the network header leads the buffer
     w.pkey_index = 0;
     q->last_cqe_ts_ns = c.timestamp_ns;  // for ibv_wc_read_completion_ts (cq_ex.cpp)
   }

@@ -82,7 +82,6 @@ uint64_t get_device_guid(ibv_device* device) {
   return htobe64(k.caps().node_guid);
 }
 
-static int bind_mw_unsupported(ibv_qp*, ibv_mw*, ibv_mw_bind*) { return EOPNOTSUPP; }
 
 /**
  * The extended verbs (extended.h). verbs.h's dispatchers use an op only if vctx.sz reaches it
@@ -123,7 +122,9 @@ ibv_context* open_device(ibv_device* device) {
   ctx.ops.post_send = post_send;
   ctx.ops.post_recv = post_recv;
   ctx.ops.post_srq_recv = post_srq_recv;
-  ctx.ops.bind_mw = bind_mw_unsupported;
+  ctx.ops.alloc_mw = alloc_mw;
+  ctx.ops.dealloc_mw = dealloc_mw;
+  ctx.ops.bind_mw = bind_mw;
   return &ctx;
 }
 
@@ -149,7 +150,9 @@ int query_device(ibv_context* context, ibv_device_attr* a) {
   a->hw_ver = cp.hw_ver;
   a->max_qp = int(cp.max_qp);
   a->max_qp_wr = int(cp.max_qp_wr);
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_WINDOW |
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  a->max_mw = int(cp.max_mr);
   a->max_sge = int(cp.max_sge);
   a->max_sge_rd = int(cp.max_sge);
   a->max_cq = int(cp.max_cq);
@@ -250,7 +253,7 @@ int dealloc_pd(ibv_pd* pd) {
 
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
+                         IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
   // ibv_reg_mr(3): remote write or atomic access requires local write.
   if ((access & ~known) ||
       ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
@@ -270,7 +273,8 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   m.pdn = p->pdn;
   m.start = iova;
   m.length = length;
-  m.access = access & 0xf;
+  m.access = access & (hw::kAccessLocalWrite | hw::kAccessRemoteWrite | hw::kAccessRemoteRead |
+                       hw::kAccessRemoteAtomic | hw::kAccessMwBind);
   m.pages = region->desc();
   hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateMkey, m);
   if (int e = k.command(mb)) {

@@ -172,6 +172,11 @@ struct SimSrq {
   SrqEvents events;
 };
 
+/** @brief A memory window (its current rkey is ibv_mw::rkey). */
+struct SimMw {
+  ibv_mw mw;  // must stay first
+};
+
 /** @brief An address handle: where a UD send goes (the WR adds the remote QPN and Q_Key). */
 struct SimAh {
   ibv_ah ah;  // must stay first
@@ -192,8 +197,14 @@ void push_async_event(SimContext* ctx, const ibv_async_event& ev);
 
 // Data-path ops installed in ibv_context::ops.
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+/** @brief post_send; with @p type1_bind, IBV_WR_BIND_MW binds a type 1 window (ibv_bind_mw). */
+int post_send_wrs(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool type1_bind);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+/** @brief ibv_bind_mw(3) for type 1 windows: a bind WQE on @p qp's send queue. */
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 /** @brief Write one receive WR into a receive-queue slot of @p stride bytes (RQ or SRQ format). */
 void write_recv_wqe(uint8_t* slot, uint32_t stride, const ibv_recv_wr& wr);
 /** @brief A receive CQE of an SRQ completed slot @p index: its wr_id; frees the slots it can. */

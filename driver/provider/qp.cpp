@@ -421,6 +421,9 @@ static const char* wr_opcode_name(ibv_wr_opcode op) {
     case IBV_WR_RDMA_READ: return "RDMA_READ";
     case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
+    case IBV_WR_SEND_WITH_INV: return "SEND_WITH_INV";
+    case IBV_WR_BIND_MW: return "BIND_MW";
+    case IBV_WR_LOCAL_INV: return "LOCAL_INV";
     default: return "?";
   }
 }
@@ -434,7 +437,10 @@ static bool wqe_opcode(ibv_wr_opcode op, hw::WqeOpcode& out) {
     case IBV_WR_RDMA_READ: out = hw::WqeOpcode::RdmaRead; return true;
     case IBV_WR_ATOMIC_CMP_AND_SWP: out = hw::WqeOpcode::AtomicCmpSwap; return true;
     case IBV_WR_ATOMIC_FETCH_AND_ADD: out = hw::WqeOpcode::AtomicFetchAdd; return true;
-    default: return false;  // bind, invalidate, TSO: not modelled
+    case IBV_WR_SEND_WITH_INV: out = hw::WqeOpcode::SendInv; return true;
+    case IBV_WR_BIND_MW: out = hw::WqeOpcode::BindMw; return true;
+    case IBV_WR_LOCAL_INV: out = hw::WqeOpcode::LocalInv; return true;
+    default: return false;  // TSO, memory registration WRs: not modelled
   }
 }
 
@@ -442,24 +448,49 @@ namespace {
 
 /** A send WR checked against ibv_post_send(3), with what building its WQE needs. */
 struct SendPlan {
-  hw::WqeOpcode op;
-  bool atomic;
-  bool inl;
-  uint32_t inline_len;
+  hw::WqeOpcode op = hw::WqeOpcode::Nop;
+  bool atomic = false;
+  bool inl = false;
+  uint32_t inline_len = 0;
+  bool type1_bind = false;  ///< a bind from ibv_bind_mw (a type 1 window), not from a WR
 };
 
-/** Whether QPs of @p type carry @p op (UD: SEND only; UC: SEND and RDMA WRITE; rxe's table). */
+/**
+ * Whether QPs of @p type carry @p op (UD: SEND only; UC: SEND, RDMA WRITE and the window
+ * operations, which never reach the wire; SEND_WITH_INV is RC's).
+ */
 bool opcode_allowed(ibv_qp_type type, hw::WqeOpcode op) {
   const bool send = op == hw::WqeOpcode::Send || op == hw::WqeOpcode::SendImm;
   const bool write = op == hw::WqeOpcode::RdmaWrite || op == hw::WqeOpcode::RdmaWriteImm;
+  const bool window = op == hw::WqeOpcode::BindMw || op == hw::WqeOpcode::LocalInv;
   if (type == IBV_QPT_UD) return send;
-  if (type == IBV_QPT_UC) return send || write;
+  if (type == IBV_QPT_UC) return send || write || window;
   return true;
+}
+
+/**
+ * A bind's structural checks (the device checks MR, PD, bounds and access and completes a bad
+ * bind with IBV_WC_MW_BIND_ERR): a window of the right type for the way it is bound (IBTA
+ * o10-37.2.34/35: type 1 only through ibv_bind_mw, type 2 only through a WR), its new key on
+ * the window's own index.
+ */
+int validate_bind(const SimQp& q, const ibv_send_wr& wr, bool type1_bind) {
+  const ibv_mw* mw = wr.bind_mw.mw;
+  if (!mw || mw->context != q.qp.context) return EINVAL;
+  if ((mw->type == IBV_MW_TYPE_1) != type1_bind) return EINVAL;
+  if (hw::key_index(wr.bind_mw.rkey) != hw::key_index(mw->rkey)) return EINVAL;
+  const unsigned known = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                         IBV_ACCESS_ZERO_BASED;
+  if (wr.bind_mw.bind_info.mw_access_flags & ~known) return EINVAL;
+  if (!wr.bind_mw.bind_info.mr && (wr.bind_mw.bind_info.length || !type1_bind)) return EINVAL;
+  return 0;
 }
 
 /** ibv_post_send(3)'s checks on one WR; 0 or the errno to return. */
 int validate_send_wr(const SimQp& q, const ibv_send_wr& wr, SendPlan& p) {
   if (!wqe_opcode(wr.opcode, p.op) || !opcode_allowed(q.qp.qp_type, p.op)) return EINVAL;
+  if (p.op == hw::WqeOpcode::BindMw) return validate_bind(q, wr, p.type1_bind);
+  if (p.op == hw::WqeOpcode::LocalInv) return 0;
   if (q.qp.qp_type == IBV_QPT_UD && (!wr.wr.ud.ah || wr.wr.ud.ah->pd->context != q.qp.context)) return EINVAL;
   p.atomic = p.op == hw::WqeOpcode::AtomicCmpSwap || p.op == hw::WqeOpcode::AtomicFetchAdd;
   // An atomic returns the original 8 bytes into exactly one 8-byte SGE.
@@ -480,6 +511,19 @@ int validate_send_wr(const SimQp& q, const ibv_send_wr& wr, SendPlan& p) {
  */
 uint32_t build_remote_segments(const SimQp& q, const ibv_send_wr& wr, const SendPlan& p, uint8_t* wqe,
                                uint32_t seg) {
+  if (p.op == hw::WqeOpcode::BindMw) {
+    const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+    hw::BindInfo i;
+    i.new_rkey = wr.bind_mw.rkey;
+    i.mr_lkey = b.mr ? b.mr->lkey : 0;
+    i.addr = b.addr;
+    i.length = b.length;
+    i.access = b.mw_access_flags & (hw::kAccessRemoteWrite | hw::kAccessRemoteRead | hw::kAccessRemoteAtomic);
+    i.flags = uint8_t(((b.mw_access_flags & IBV_ACCESS_ZERO_BASED) ? hw::kBindZeroBased : 0) |
+                      (p.type1_bind ? 0 : hw::kBindType2));
+    hw::set_bind_seg(*reinterpret_cast<hw::BindSeg*>(hw::wqe_segment(wqe, seg)), i);
+    return seg + hw::kBindSegs;
+  }
   if (q.qp.qp_type == IBV_QPT_UD) {
     hw::DatagramAddr av = sim(wr.wr.ud.ah)->av;
     av.dqpn = wr.wr.ud.remote_qpn;
@@ -503,6 +547,7 @@ uint32_t build_remote_segments(const SimQp& q, const ibv_send_wr& wr, const Send
 
 /** Payload segments (inline bytes or one data segment per SGE) from @p seg; returns the next. */
 uint32_t build_payload_segments(const ibv_send_wr& wr, const SendPlan& p, uint8_t* wqe, uint32_t seg) {
+  if (p.op == hw::WqeOpcode::BindMw || p.op == hw::WqeOpcode::LocalInv) return seg;  // no data
   if (p.inl) {
     uint8_t* at = hw::wqe_segment(wqe, seg);
     hw::set_inline_seg(*reinterpret_cast<hw::InlineSeg*>(at), p.inline_len);
@@ -547,9 +592,17 @@ void trace_post_send(HcaLink& link, const SimQp& q, const ibv_send_wr& wr, const
   link.trace(trace::TraceKind::Post, q.qpn, true, wr.wr_id, f, buf);
 }
 
+/** The control segment's immediate: the WR's immediate, or the rkey an invalidation names. */
+uint32_t ctrl_imm_for(const SendPlan& p, const ibv_send_wr& wr) {
+  if (p.op == hw::WqeOpcode::SendImm || p.op == hw::WqeOpcode::RdmaWriteImm) return wr.imm_data;
+  if (p.op == hw::WqeOpcode::SendInv || p.op == hw::WqeOpcode::LocalInv) return wr.invalidate_rkey;
+  return 0;
+}
+
 /** Validate one WR, build its WQE and place it in the SQ; 0 or the errno for ibv_post_send. */
-int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr) {
+int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr, bool type1_bind) {
   SendPlan p;
+  p.type1_bind = type1_bind;
   if (int e = validate_send_wr(q, wr, p)) return e;
   uint8_t wqe[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock] = {};
   uint32_t ds = build_remote_segments(q, wr, p, wqe, 1);
@@ -558,9 +611,7 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr) {
   const uint16_t used = uint16_t(q.sq_head - q.sq_tail.load(std::memory_order_acquire));
   if (used + nbb > (1u << q.sq_log)) return ENOMEM;  // send queue full
   const uint8_t flags = ctrl_flags_for(q, wr);
-  const bool imm = p.op == hw::WqeOpcode::SendImm || p.op == hw::WqeOpcode::RdmaWriteImm;
-  hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags,
-                   imm ? wr.imm_data : 0);
+  hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags, ctrl_imm_for(p, wr));
   copy_to_sq(q, wqe, nbb);
   const uint32_t slot = q.sq_head & ((1u << q.sq_log) - 1);
   q.sq_wrid[slot] = wr.wr_id;
@@ -601,7 +652,9 @@ void write_recv_wqe(uint8_t* slot, uint32_t stride, const ibv_recv_wr& wr) {
   if (uint32_t(wr.num_sge) < max_sge) hw::set_recv_terminator(seg[wr.num_sge]);
 }
 
-int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) { return post_send_wrs(ibqp, wr, bad, false); }
+
+int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, bool type1_bind) {
   SimQp* q = sim(ibqp);
   HcaLink& link = *q->ctx->sdev->link;
   Handoff handoff(sim(ibqp->send_cq), q->qpn);
@@ -613,7 +666,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const ibv_qp_state st = ibqp->state;
     err = st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR ? EINVAL : 0;
     for (; wr && !err; wr = wr->next)
-      if ((err = post_one_send(*q, link, *wr))) break;
+      if ((err = post_one_send(*q, link, *wr, type1_bind))) break;
     if (err && bad) *bad = wr;
     if (q->sq_head != start) ring_sq_doorbell(*q, link, q->sq_head, handoff.wanted());
   }

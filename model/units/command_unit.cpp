@@ -67,6 +67,19 @@ hw::CmdStatus CommandUnit::create_mkey(hw::CmdMailbox& mb) {
   return hw::CmdStatus::Ok;
 }
 
+hw::CmdStatus CommandUnit::alloc_mw(hw::CmdMailbox& mb) {
+  if (!pds_.count(mb.arg0)) return hw::CmdStatus::BadResource;
+  if (mb.arg1 != 1 && mb.arg1 != 2) return hw::CmdStatus::BadParam;
+  // Windows take their key index from the same space as MRs: a key names one or the other.
+  const uint32_t key = (next_mkey_++ << 8) | mkey_tag_;
+  mkey_tag_ = uint8_t(mkey_tag_ * 5 + 1);
+  if (!mrs_.add_window(key, mb.arg0, uint8_t(mb.arg1))) return hw::CmdStatus::BadResource;
+  HCASIM_TRACE(tracer_, Command, Note, kTraceNone, TraceFields().set_key(key),
+               "memory window 0x%x (type %u) allocated", key, mb.arg1);
+  mb.arg0 = key;
+  return hw::CmdStatus::Ok;
+}
+
 hw::CmdStatus CommandUnit::create_eq(hw::CmdMailbox& mb) {
   auto e = hw::cmd_in<hw::Eqc>(mb);
   e.eqn = next_eqn_++;
@@ -171,6 +184,8 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
     case hw::CmdOpcode::DeallocPd: s = found(pds_.erase(mb.arg0) != 0); break;
     case hw::CmdOpcode::CreateMkey: s = create_mkey(mb); break;
     case hw::CmdOpcode::DestroyMkey: s = found(mrs_.remove(mb.arg0)); break;
+    case hw::CmdOpcode::AllocMw: s = alloc_mw(mb); break;
+    case hw::CmdOpcode::DeallocMw: s = found(mrs_.remove_window(mb.arg0)); break;
     case hw::CmdOpcode::CreateEq: s = create_eq(mb); break;
     case hw::CmdOpcode::DestroyEq: s = found(eq_.destroy(mb.arg0)); break;
     case hw::CmdOpcode::CreateCq: s = create_cq(mb); break;

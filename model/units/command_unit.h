@@ -42,6 +42,7 @@ class CommandUnit {
   hw::CmdStatus modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in);
   // The commands that allocate a number (returned in arg0), and QueryQp.
   hw::CmdStatus create_mkey(hw::CmdMailbox& mb);
+  hw::CmdStatus alloc_mw(hw::CmdMailbox& mb);
   hw::CmdStatus create_eq(hw::CmdMailbox& mb);
   hw::CmdStatus create_cq(hw::CmdMailbox& mb);
   hw::CmdStatus resize_cq(hw::CmdMailbox& mb);

@@ -97,6 +97,7 @@ void Hca::function_reset() {
   for (uint32_t c : core_.cq.ids()) core_.cq.destroy(c);
   for (uint32_t e : core_.eq.ids()) core_.eq.destroy(e);
   for (uint32_t k : core_.mrs.keys()) core_.mrs.remove(k);
+  core_.mrs.clear_windows();
   cmd_.reset_pds();
   core_.iommu.clear();
   core_.eq.set_irq_handler(nullptr);

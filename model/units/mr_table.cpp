@@ -3,6 +3,8 @@
 
 #include <cinttypes>
 
+#include "strprintf.h"
+
 namespace hcasim::model {
 
 const char* mr_check_name(MrCheck c) {
@@ -12,8 +14,117 @@ const char* mr_check_name(MrCheck c) {
     case MrCheck::BadPd: return "PD mismatch";
     case MrCheck::OutOfBounds: return "out of bounds";
     case MrCheck::NoAccess: return "access not granted";
+    case MrCheck::NotBound: return "window not bound";
+    case MrCheck::TagMismatch: return "key tag mismatch (window rebound or invalidated)";
+    case MrCheck::BadQp: return "type 2 window bound to another QP";
   }
   return "?";
+}
+
+const char* mw_op_name(MwOp r) {
+  switch (r) {
+    case MwOp::Ok: return "ok";
+    case MwOp::NoWindow: return "no such window";
+    case MwOp::WrongType: return "wrong window type";
+    case MwOp::BadPd: return "PD mismatch";
+    case MwOp::NoMr: return "invalid MR key";
+    case MwOp::NoBindAccess: return "MR not registered with MW_BIND access";
+    case MwOp::OutOfBounds: return "window outside the MR";
+    case MwOp::BadAccess: return "remote write/atomic needs local write on the MR";
+    case MwOp::Bound: return "window already bound";
+    case MwOp::NotBound: return "window not bound";
+    case MwOp::TagMismatch: return "key tag mismatch";
+    case MwOp::BadQp: return "window bound to another QP";
+  }
+  return "?";
+}
+
+bool MrTable::add_window(uint32_t key, uint32_t pdn, uint8_t type) {
+  MwEntry w;
+  w.pdn = pdn;
+  w.type = type;
+  w.tag = hw::key_tag(key);
+  return windows_.emplace(hw::key_index(key), w).second;
+}
+
+bool MrTable::remove_window(uint32_t key) { return windows_.erase(hw::key_index(key)) != 0; }
+
+const MwEntry* MrTable::find_window(uint32_t key) const {
+  auto it = windows_.find(hw::key_index(key));
+  return it == windows_.end() ? nullptr : &it->second;
+}
+
+MwOp MrTable::bind(const hw::BindInfo& b, uint32_t pdn, uint32_t qpn) {
+  auto it = windows_.find(hw::key_index(b.new_rkey));
+  if (it == windows_.end()) return MwOp::NoWindow;
+  MwEntry& w = it->second;
+  const bool type2 = (b.flags & hw::kBindType2) != 0;
+  if ((w.type == 2) != type2) return MwOp::WrongType;
+  if (w.pdn != pdn) return MwOp::BadPd;
+  if (type2 && w.bound) return MwOp::Bound;
+  if (b.length == 0 && !type2) {  // a zero-length type 1 bind unbinds the window
+    w.bound = false;
+    w.tag = hw::key_tag(b.new_rkey);
+    return MwOp::Ok;
+  }
+  auto mr = table_.find(b.mr_lkey);
+  if (mr == table_.end()) return MwOp::NoMr;
+  const hw::MkeyCtx& c = mr->second.ctx;
+  if (c.pdn != pdn) return MwOp::BadPd;
+  if (!(c.access & hw::kAccessMwBind)) return MwOp::NoBindAccess;
+  if (b.addr < c.start || b.addr - c.start > c.length || b.length > c.length - (b.addr - c.start))
+    return MwOp::OutOfBounds;
+  if ((b.access & (hw::kAccessRemoteWrite | hw::kAccessRemoteAtomic)) && !(c.access & hw::kAccessLocalWrite))
+    return MwOp::BadAccess;
+  w.bound = true;
+  w.tag = hw::key_tag(b.new_rkey);
+  w.mr_key = b.mr_lkey;
+  w.start = b.addr;
+  w.length = b.length;
+  w.access = b.access;
+  w.zero_based = (b.flags & hw::kBindZeroBased) != 0;
+  w.qpn = qpn;
+  return MwOp::Ok;
+}
+
+MwOp MrTable::invalidate(uint32_t rkey, uint32_t pdn, uint32_t qpn) {
+  auto it = windows_.find(hw::key_index(rkey));
+  if (it == windows_.end()) return MwOp::NoWindow;
+  MwEntry& w = it->second;
+  if (w.type != 2) return MwOp::WrongType;  // IBTA 10.6.7.3: only type 2 windows are invalidated
+  if (!w.bound) return MwOp::NotBound;
+  if (w.tag != hw::key_tag(rkey)) return MwOp::TagMismatch;
+  if (w.pdn != pdn) return MwOp::BadPd;
+  if (w.qpn != qpn) return MwOp::BadQp;
+  w.bound = false;
+  return MwOp::Ok;
+}
+
+MrCheck MrTable::check_window(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, uint32_t access,
+                              uint32_t qpn, uint32_t& mr_key, uint64_t& mr_va) const {
+  auto it = windows_.find(hw::key_index(key));
+  if (it == windows_.end()) return MrCheck::BadKey;
+  const MwEntry& w = it->second;
+  if (!w.bound) return MrCheck::NotBound;
+  if (w.tag != hw::key_tag(key)) return MrCheck::TagMismatch;
+  if (w.pdn != pdn) return MrCheck::BadPd;
+  if (w.type == 2 && w.qpn != qpn) return MrCheck::BadQp;
+  const uint64_t base = w.zero_based ? 0 : w.start;
+  if (va < base || va - base > w.length || len > w.length - (va - base)) return MrCheck::OutOfBounds;
+  if ((w.access & access) != access) return MrCheck::NoAccess;
+  mr_key = w.mr_key;
+  mr_va = w.start + (va - base);
+  return MrCheck::Ok;
+}
+
+MrEntry* MrTable::resolve(uint32_t key, uint64_t& va) {
+  auto it = table_.find(key);
+  if (it != table_.end()) return &it->second;
+  auto w = windows_.find(hw::key_index(key));
+  if (w == windows_.end() || !w->second.bound || w->second.tag != hw::key_tag(key)) return nullptr;
+  va = w->second.start + (va - (w->second.zero_based ? 0 : w->second.start));
+  auto mr = table_.find(w->second.mr_key);
+  return mr == table_.end() ? nullptr : &mr->second;
 }
 
 bool MrTable::add(const hw::MkeyCtx& ctx) { return table_.emplace(ctx.key, MrEntry{ctx, {}}).second; }
@@ -28,9 +139,11 @@ MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, ui
   ++checks_;
   if (len == 0) return MrCheck::Ok;
   MrCheck r = MrCheck::Ok;
+  uint32_t mr_key = key;
+  uint64_t mr_va = va;
   auto it = table_.find(key);
   if (it == table_.end()) {
-    r = MrCheck::BadKey;
+    r = check_window(key, pdn, va, len, access, qpn, mr_key, mr_va);
   } else {
     const auto& c = it->second.ctx;
     if (c.pdn != pdn)
@@ -44,15 +157,16 @@ MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, ui
   HCASIM_TRACE(
       tracer_, Mr, MrXlate, qpn,
       TraceFields().set_key(key).set_addr(va).set_count(uint32_t(len)).set_flag(kTfError, r != MrCheck::Ok),
-      "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s", why, key, va, len, mr_check_name(r));
+      "%s key=0x%x va=0x%" PRIx64 " len=%" PRIu64 " -> %s%s", why, key, va, len, mr_check_name(r),
+      mr_key != key ? strprintf(" (window on MR 0x%x at va 0x%" PRIx64 ")", mr_key, mr_va).c_str() : "");
   return r;
 }
 
 template <bool kWrite>
 int MrTable::copy(uint32_t key, uint64_t va, uint8_t* buf, uint64_t len, uint32_t qpn) {
-  auto it = table_.find(key);
-  if (it == table_.end()) return -1;
-  MrEntry& e = it->second;
+  MrEntry* found = resolve(key, va);
+  if (!found) return -1;
+  MrEntry& e = *found;
   int reads = 0;
   uint64_t off = va - e.ctx.start;
   uint64_t done = 0;

@@ -65,6 +65,7 @@ struct SendWqe {
   bool is_inline = false;
   uint8_t inline_buf[kMaxInline];
   hw::DatagramAddr av;  ///< UD: where this message goes (the WQE's datagram segment)
+  hw::BindInfo bind;    ///< BindMw: the window bind (the WQE's bind segment)
 };
 
 /** @brief A message the requester has started: kept until completed, for retransmission. */

@@ -16,6 +16,9 @@ const char* wqe_opcode_name(hw::WqeOpcode op) {
     case hw::WqeOpcode::RdmaRead: return "RDMA_READ";
     case hw::WqeOpcode::AtomicCmpSwap: return "ATOMIC_CMP_AND_SWP";
     case hw::WqeOpcode::AtomicFetchAdd: return "ATOMIC_FETCH_AND_ADD";
+    case hw::WqeOpcode::SendInv: return "SEND_WITH_INV";
+    case hw::WqeOpcode::BindMw: return "BIND_MW";
+    case hw::WqeOpcode::LocalInv: return "LOCAL_INV";
   }
   return "?";
 }
@@ -28,11 +31,15 @@ bool message_kind(hw::WqeOpcode op, wire::MessageKind& k) {
   switch (op) {
     case hw::WqeOpcode::Send: k = wire::MessageKind::Send; return true;
     case hw::WqeOpcode::SendImm: k = wire::MessageKind::SendImm; return true;
+    case hw::WqeOpcode::SendInv: k = wire::MessageKind::SendInv; return true;
     case hw::WqeOpcode::RdmaWrite: k = wire::MessageKind::Write; return true;
     case hw::WqeOpcode::RdmaWriteImm: k = wire::MessageKind::WriteImm; return true;
     default: return false;
   }
 }
+
+/** Bind and local invalidate: work on this HCA's memory keys, no packet. */
+bool is_memory_op(hw::WqeOpcode op) { return op == hw::WqeOpcode::BindMw || op == hw::WqeOpcode::LocalInv; }
 
 bool is_atomic(hw::WqeOpcode op) {
   return op == hw::WqeOpcode::AtomicCmpSwap || op == hw::WqeOpcode::AtomicFetchAdd;
@@ -62,6 +69,7 @@ void fill_request_headers(const QpContext& qp, const InflightMsg& m, wire::BthOp
     h.reth.dma_len = m.w.length;
   }
   if (wire::has_imm(op)) h.imm_data = m.w.imm;
+  if (wire::has_ieth(op)) h.ieth_rkey = m.w.imm;  // SEND_WITH_INV: the WQE carries the rkey there
   if (is_atomic(m.w.op)) {
     h.atomic_eth.va = m.w.raddr;
     h.atomic_eth.rkey = m.w.rkey;
@@ -167,8 +175,8 @@ void Requester::decode(QpContext& qp) {
       m.npkts = wire::plan_segments(wire::MessageKind::ReadResponse, m.w.length, mtu).num_packets;
     } else if (message_kind(m.w.op, kind)) {
       m.npkts = wire::plan_segments(kind, m.w.length, mtu).num_packets;
-    } else if (m.w.op == hw::WqeOpcode::Nop) {
-      m.npkts = 0;
+    } else if (m.w.op == hw::WqeOpcode::Nop || is_memory_op(m.w.op)) {
+      m.npkts = 0;  // nothing on the wire: done by this HCA in its turn (tx)
     } else if (is_atomic(m.w.op) && m.w.nsge == 1 && m.w.length == 8) {
       m.npkts = 1;
     } else {
@@ -195,6 +203,21 @@ void Requester::decode(QpContext& qp) {
   if (any) schedule(qp, Stage::Tx, now_ps() + u_.prof.wqe_decode_ps);
 }
 
+bool Requester::memory_op(QpContext& qp, InflightMsg& m) {
+  const bool bind = m.w.op == hw::WqeOpcode::BindMw;
+  const MwOp r = bind ? u_.mrs.bind(m.w.bind, qp.qpc.pdn, qp.qpc.qpn) : u_.mrs.invalidate(m.w.imm, qp.qpc.pdn, qp.qpc.qpn);
+  const uint32_t key = bind ? m.w.bind.new_rkey : m.w.imm;
+  HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn,
+               TraceFields().set_wqe(m.w.index).set_key(key).set_flag(kTfError, r != MwOp::Ok),
+               bind ? "WQE %u BIND_MW: window 0x%x -> %s" : "WQE %u LOCAL_INV: window 0x%x -> %s", m.w.index, key,
+               mw_op_name(r));
+  if (r == MwOp::Ok) return true;
+  // IBTA 10.6.7.2.1: a failed bind completes with a bind error; a failed invalidate is an
+  // invalid local operation (rxe reports both the same way). The QP goes to ERR.
+  local_fail(qp, m, bind ? hw::CqeSyndrome::MwBindErr : hw::CqeSyndrome::LocalQpOpErr, mw_op_name(r));
+  return false;
+}
+
 bool Requester::transport_allows(QpContext& qp, InflightMsg& m, uint32_t mtu) {
   const auto type = hw::QpType(qp.qpc.type);
   const bool send = m.w.op == hw::WqeOpcode::Send || m.w.op == hw::WqeOpcode::SendImm;
@@ -203,8 +226,8 @@ bool Requester::transport_allows(QpContext& qp, InflightMsg& m, uint32_t mtu) {
   hw::CqeSyndrome status = hw::CqeSyndrome::LocalQpOpErr;
   if (type == hw::QpType::Ud && !send) {
     why = "UD sends only SEND and SEND_WITH_IMM";
-  } else if (type == hw::QpType::Uc && !send && !write) {
-    why = "UC has no RDMA READ or atomics";
+  } else if (type == hw::QpType::Uc && !send && !write && !is_memory_op(m.w.op)) {
+    why = "UC has no RDMA READ, atomics or SEND_WITH_INV";
   } else if (type == hw::QpType::Ud && m.w.length > mtu) {
     why = "UD message longer than the path MTU";  // IBTA 9.8.2: a UD message is one packet
     status = hw::CqeSyndrome::LocalLengthErr;
@@ -330,7 +353,8 @@ void Requester::tx(QpContext& qp) {
     }
     InflightMsg& m = qp.inflight[qp.tx_msg];
     if (m.local_error != hw::CqeSyndrome::Ok) return;  // waits for earlier messages, then fails
-    if (m.npkts == 0) {                                // NOP: nothing on the wire
+    if (m.npkts == 0) {  // NOP, bind, local invalidate: nothing on the wire
+      if (is_memory_op(m.w.op) && !memory_op(qp, m)) return;
       m.sent = true;
       ++qp.tx_msg;
       complete_through(qp, wire::psn_add(qp.next_psn, -1));

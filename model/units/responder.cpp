@@ -103,6 +103,7 @@ void Responder::completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const 
     ci.imm = h.imm_data;
     ci.flags |= hw::kCqeWithImm;
   }
+  if (wire::has_ieth(h.opcode)) ci.imm = h.ieth_rkey;  // the invalidated rkey (host order)
   if (h.se) ci.flags |= hw::kCqeSolicited;
   qp.recv.active = false;
   u_.cq.post(qp.qpc.recv_cqn, ci);
@@ -204,7 +205,7 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
     return;
   }
   qp.nak_pending = false;
-  if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE) return on_send(qp, f);
+  if (op <= wire::BthOpcode::SEND_ONLY_WITH_IMMEDIATE || wire::has_ieth(op)) return on_send(qp, f);
   if (op >= wire::BthOpcode::RDMA_WRITE_FIRST && op <= wire::BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE)
     return on_write(qp, f);
   if (op == wire::BthOpcode::RDMA_READ_REQUEST) return on_read(qp, h);
@@ -253,13 +254,26 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::LocalLengthErr,
                  "message longer than the receive WQE");
   r.offset += len;
+  if (wire::has_ieth(op) && !remote_invalidate(qp, h)) return;
   qp.epsn = wire::psn_add(qp.epsn, 1);
   if (ends) {
     ++qp.msn;
     completion(qp, wire::has_imm(op) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend, r.offset, h,
-               qp.qpc.dest_qpn);
+               qp.qpc.dest_qpn, wire::has_ieth(op) ? hw::kCqeWithInv : 0);
   }
   if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+}
+
+bool Responder::remote_invalidate(QpContext& qp, const wire::Headers& h) {
+  const MwOp r = u_.mrs.invalidate(h.ieth_rkey, qp.qpc.pdn, qp.qpc.qpn);
+  HCASIM_TRACE(u_.tracer, Responder, Note, qp.qpc.qpn,
+               TraceFields().set_psn(h.psn).set_key(h.ieth_rkey).set_flag(kTfError, r != MwOp::Ok),
+               "SEND with invalidate: window 0x%x -> %s", h.ieth_rkey, mw_op_name(r));
+  if (r == MwOp::Ok) return true;
+  // rxe's class J: the receive completes with a remote invalid request error, the QP goes to ERR.
+  fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::RemoteInvalReqErr,
+        "SEND with invalidate of a window that cannot be invalidated");
+  return false;
 }
 
 void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {

@@ -46,6 +46,8 @@ class Responder {
   void on_send(QpContext& qp, const wire::ParsedFrame& f);
   void on_write(QpContext& qp, const wire::ParsedFrame& f);
   void on_read(QpContext& qp, const wire::Headers& h);
+  /** @brief SEND with invalidate: invalidate its IETH rkey; false after failing the request. */
+  bool remote_invalidate(QpContext& qp, const wire::Headers& h);
   /** @brief No receive WQE for a message that needs one: RNR NAK (@p why goes to the trace). */
   void rnr_nak(QpContext& qp, uint32_t psn, const char* why);
   bool take_recv(QpContext& qp);

@@ -97,6 +97,11 @@ bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& 
     w.av = hw::get_datagram_seg(load_seg<hw::DatagramSeg>(raw, seg));
     seg += hw::kDatagramSegs;
   }
+  if (w.op == hw::WqeOpcode::BindMw) {
+    if (ds < seg + hw::kBindSegs) return false;
+    w.bind = hw::get_bind_seg(load_seg<hw::BindSeg>(raw, seg));
+    return true;
+  }
   if (has_raddr(w.op)) {
     const auto r = load_seg<hw::RaddrSeg>(raw, seg++);
     w.raddr = hw::raddr_seg_addr(r);

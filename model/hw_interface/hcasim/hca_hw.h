@@ -55,6 +55,7 @@ constexpr uint32_t kPsnMask = 0xffffff;
 /** @brief Send WQE opcodes (low byte of CtrlSeg::opmod_idx_opcode); mlx5 values. */
 enum class WqeOpcode : uint8_t {
   Nop = 0x00,
+  SendInv = 0x01,  ///< SEND with invalidate: CtrlSeg::imm carries the rkey to invalidate (host order)
   RdmaWrite = 0x08,
   RdmaWriteImm = 0x09,
   Send = 0x0a,
@@ -62,6 +63,8 @@ enum class WqeOpcode : uint8_t {
   RdmaRead = 0x10,
   AtomicCmpSwap = 0x11,
   AtomicFetchAdd = 0x12,
+  BindMw = 0x25,    ///< a BindSeg follows the control segment
+  LocalInv = 0x27,  ///< CtrlSeg::imm carries the rkey to invalidate (host order)
 };
 
 /** @brief Flags in CtrlSeg::fm_ce_se. */
@@ -118,6 +121,26 @@ struct DatagramSeg {
 };
 constexpr uint32_t kDatagramSegs = sizeof(DatagramSeg) / kSegmentSize;  ///< 16-byte segments it takes
 
+/**
+ * @brief Memory-window bind segment (BindMw WQEs, right after the control segment): bind the
+ * window whose key index is @ref new_rkey's to [addr, addr + length) of the MR @ref mr_lkey.
+ */
+struct BindSeg {
+  uint32_t new_rkey;  ///< BE: the window's key after the bind (index and the new 8-bit tag)
+  uint32_t mr_lkey;   ///< BE
+  uint64_t addr;      ///< BE: first byte of the window, a virtual address inside the MR
+  uint64_t length;    ///< BE: 0 unbinds a type 1 window
+  uint32_t access;    ///< BE: AccessFlags granted through the window
+  uint8_t flags;      ///< BindFlags
+  uint8_t rsvd[3];
+};
+/** @brief Flags in BindSeg::flags. */
+enum BindFlags : uint8_t {
+  kBindZeroBased = 0x01,  ///< remote addresses are offsets from the window's start
+  kBindType2 = 0x02,      ///< a type 2 window (bound through a WR, to this QP)
+};
+constexpr uint32_t kBindSegs = sizeof(BindSeg) / kSegmentSize;  ///< 16-byte segments it takes
+
 /** @brief Inline data header; byte_count has kInlineFlag set and the data follows, padded to 16. */
 struct InlineSeg {
   uint32_t byte_count;  ///< BE, | kInlineFlag
@@ -167,6 +190,7 @@ enum CqeFlags : uint8_t {
   kCqeSolicited = 0x02,  ///< the message carried SE
   kCqeGrh = 0x04,        ///< UD receive: the first 40 bytes of the buffer hold the network header
   kCqeSrq = 0x08,        ///< receive: wqe_counter is an index into the QP's shared receive queue
+  kCqeWithInv = 0x10,    ///< receive: the SEND invalidated the rkey in imm (host order)
 };
 
 /** @brief 64-byte completion queue entry, written by the HCA into the CQ ring. */
@@ -300,6 +324,7 @@ enum AccessFlags : uint32_t {
   kAccessRemoteWrite = 2,
   kAccessRemoteRead = 4,
   kAccessRemoteAtomic = 8,
+  kAccessMwBind = 16,  ///< MR only: memory windows may be bound to it
 };
 
 /** @brief Addressing of the remote port (RoCEv2: Ethernet + IPv4/IPv6 GID). */
@@ -416,6 +441,8 @@ enum class CmdOpcode : uint16_t {
   ModifyQp = 0x501,
   QueryQp = 0x50b,
   DestroyQp = 0x502,
+  AllocMw = 0x203,    ///< arg0 PDN, arg1 type (1 or 2); returns the window's first key in arg0
+  DeallocMw = 0x204,  ///< arg0 the window's key
   CreateSrq = 0x700,
   DestroySrq = 0x701,
   ArmSrq = 0x702,  ///< arg0 SRQN, arg1 the new limit (0 disarms)
@@ -570,6 +597,39 @@ inline DatagramAddr get_datagram_seg(const DatagramSeg& d) {
   a.flow_label = from_be32(d.flow_label) & 0xfffff;
   return a;
 }
+
+// Send WQE: memory-window bind segment.
+/** @brief A bind's fields in host order. */
+struct BindInfo {
+  uint32_t new_rkey = 0;
+  uint32_t mr_lkey = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+  uint8_t flags = 0;  ///< BindFlags
+};
+inline void set_bind_seg(BindSeg& b, const BindInfo& i) {
+  b = BindSeg{};
+  b.new_rkey = to_be32(i.new_rkey);
+  b.mr_lkey = to_be32(i.mr_lkey);
+  b.addr = to_be64(i.addr);
+  b.length = to_be64(i.length);
+  b.access = to_be32(i.access);
+  b.flags = i.flags;
+}
+inline BindInfo get_bind_seg(const BindSeg& b) {
+  BindInfo i;
+  i.new_rkey = from_be32(b.new_rkey);
+  i.mr_lkey = from_be32(b.mr_lkey);
+  i.addr = from_be64(b.addr);
+  i.length = from_be64(b.length);
+  i.access = from_be32(b.access);
+  i.flags = b.flags;
+  return i;
+}
+/** @brief The 8-bit tag of a key (its low byte; the rest is the key's index). */
+constexpr uint8_t key_tag(uint32_t key) { return uint8_t(key); }
+constexpr uint32_t key_index(uint32_t key) { return key >> 8; }
 
 // Send WQE: inline data (a 4-byte header with kInlineFlag, then the bytes).
 inline void set_inline_seg(InlineSeg& s, uint32_t len) { s.byte_count = to_be32(len | kInlineFlag); }
@@ -799,6 +859,7 @@ static_assert(sizeof(QpDbrec) == 8);
 static_assert(sizeof(CqDbrec) == 8);
 static_assert(sizeof(BufferDesc) == 24);
 static_assert(sizeof(DatagramSeg) == 2 * kSegmentSize);
+static_assert(sizeof(BindSeg) == 2 * kSegmentSize);
 static_assert(sizeof(Qpc) <= sizeof(CmdMailbox::in));
 static_assert(sizeof(Srqc) <= sizeof(CmdMailbox::in));
 static_assert(sizeof(HcaCaps) <= sizeof(CmdMailbox::out));
