@@ -258,6 +258,9 @@ TEST_F(Mw, SendWithInvalidateRevokesTheWindowRemotely) {
 }
 
 TEST_F(Mw, SendWithInvalidateOfAnUnboundWindowIsAnInvalidRequest) {
+  // Debian 12's Linux 6.1 rxe dereferences a NULL pointer in __rxe_put() on this request and the
+  // kernel panics (seen in tests/rxe; docs/conformance.md), so it is not sent to rxe.
+  if (b_.name.rfind("rxe", 0) == 0) GTEST_SKIP() << "panics Linux 6.1's rdma_rxe (docs/conformance.md)";
   mw_ = ibv_alloc_mw(b_.pd, IBV_MW_TYPE_2);
   ASSERT_NE(mw_, nullptr);
   ASSERT_EQ(PostRecv(b_, 1, {b_.sge(0, 64)}), 0);
