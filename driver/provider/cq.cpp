@@ -198,14 +198,15 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
     w.src_qp = c.src_qp;
     if (!last || last->qpn != qpn) last = find_qp(q->ctx->kdev, qpn);
     const bool is_send = op == hw::CqeOpcode::Req || op == hw::CqeOpcode::ReqErr;
-    if (last) {
+    if (!is_send && (c.flags & hw::kCqeSrq)) {
+      // The CQE names its SRQ: an XRC receive QP may not even belong to this process.
+      if (SimSrq* s = find_srq(q->ctx->kdev, c.srqn)) w.wr_id = srq_complete(*s, idx);
+    } else if (last) {
       if (is_send) {
         const uint32_t m = (1u << last->sq_log) - 1;
         w.wr_id = last->sq_wrid[idx & m];
         // One CQE retires its WQE and every unsignaled WQE before it.
         last->sq_tail.store(uint16_t(idx + last->sq_nbb[idx & m]), std::memory_order_release);
-      } else if ((c.flags & hw::kCqeSrq) && last->qp.srq) {
-        w.wr_id = srq_complete(*sim(last->qp.srq), idx);
       } else {
         const uint32_t m = (1u << last->rq_log) - 1;
         w.wr_id = last->rq_wrid[idx & m];

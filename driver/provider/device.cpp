@@ -94,6 +94,11 @@ static void install_extended_ops(verbs_context& v) {
   v.alloc_td = alloc_td;
   v.dealloc_td = dealloc_td;
   v.alloc_parent_domain = alloc_parent_domain;
+  v.open_xrcd = open_xrcd;
+  v.close_xrcd = close_xrcd;
+  v.create_srq_ex = create_srq_ex;
+  v.get_srq_num = get_srq_num;
+  v.open_qp = open_qp;
 }
 
 ibv_context* open_device(ibv_device* device) {

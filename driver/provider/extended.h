@@ -48,4 +48,18 @@ ibv_pd* alloc_parent_domain(ibv_context* context, ibv_parent_domain_init_attr* a
 /** @brief ibv_dealloc_pd(3) of a parent domain (SimPd::parent_domain); 0 or an errno value. */
 int dealloc_parent_domain(ibv_pd* pd);
 
+// XRC (xrc.cpp).
+/** @brief verbs_context::open_xrcd (ibv_open_xrcd(3)). */
+ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
+/** @brief verbs_context::close_xrcd (ibv_close_xrcd(3)); EBUSY while SRQs or QPs use it. */
+int close_xrcd(ibv_xrcd* xrcd);
+/** @brief verbs_context::create_srq_ex (ibv_create_srq_ex(3)): basic and XRC SRQs. */
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
+/** @brief verbs_context::get_srq_num (ibv_get_srq_num(3)). */
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+/** @brief An XRC receive QP (create_qp_ex with IBV_QPT_XRC_RECV and an XRC domain). */
+ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+/** @brief verbs_context::open_qp (ibv_open_qp(3)): another handle on an XRC receive QP. */
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr);
+
 }  // namespace hcasim::drv

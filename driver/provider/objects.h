@@ -104,6 +104,7 @@ struct SimCq {
 };
 
 struct SimQp;
+struct SimXrcd;
 /** @brief Routes interrupt-handler events to a QP. */
 struct QpEvents : EventTarget {
   SimQp* qp = nullptr;
@@ -140,6 +141,20 @@ struct SimQp {
   hw::QpDbrec* dbrec = nullptr;
   QpEvents events;
   std::unique_ptr<QpExState, QpExStateDeleter> ex;  ///< ibv_wr_* state; set by create_qp_ex only
+  SimXrcd* xrcd = nullptr;  ///< XRC receive QP: its domain
+  bool xrc_opened = false;  ///< a handle from ibv_open_qp (not the QP's creator)
+};
+
+/**
+ * @brief An XRC domain. Domains opened through the same file (inode) in one process are one
+ * domain; the device sees one XRC domain number.
+ */
+struct SimXrcd {
+  ibv_xrcd xrcd;  // must stay first
+  uint32_t xrcdn = 0;
+  uint64_t inode_key = 0;      ///< (st_dev, st_ino) mixed; 0 for a domain without a file
+  int opens = 0;               ///< ibv_open_xrcd calls not yet closed
+  std::atomic<int> users{0};   ///< XRC SRQs and receive QPs in it (close -> EBUSY)
 };
 
 struct SimSrq;
@@ -169,6 +184,8 @@ struct SimSrq {
   std::vector<uint8_t> done;  ///< per slot: completed, waiting for the tail to pass it
   hw::QpDbrec* dbrec = nullptr;  ///< rq_counter is the producer counter the device reads
   std::atomic<int> users{0};     ///< QPs attached (destroy -> EBUSY)
+  SimXrcd* xrcd = nullptr;       ///< an XRC SRQ's domain
+  ibv_cq* cq = nullptr;          ///< an XRC SRQ's completion queue
   SrqEvents events;
 };
 
@@ -207,6 +224,14 @@ int dealloc_mw(ibv_mw* mw);
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 /** @brief Write one receive WR into a receive-queue slot of @p stride bytes (RQ or SRQ format). */
 void write_recv_wqe(uint8_t* slot, uint32_t stride, const ibv_recv_wr& wr);
+/** @brief An SRQ (XRC or not) with the given attributes; ibv_create_srq and ibv_create_srq_ex. */
+ibv_srq* create_srq_on(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, SimXrcd* xrcd, ibv_cq* cq);
+/** @brief The SRQs of a process by device and number, for CQEs that name one. */
+void register_srq(SimSrq* srq);
+void unregister_srq(SimSrq* srq);
+SimSrq* find_srq(KernelDevice* k, uint32_t srqn);
+/** @brief ibv_destroy_qp of an XRC receive QP handle (the creator's is EBUSY while others are open). */
+int destroy_xrc_recv_qp(SimQp* q);
 /** @brief A receive CQE of an SRQ completed slot @p index: its wr_id; frees the slots it can. */
 uint64_t srq_complete(SimSrq& srq, uint16_t index);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);

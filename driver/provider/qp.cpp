@@ -26,10 +26,10 @@ int fail(int e) {
   return e;
 }
 
-/** WQEBBs a send WQE needs for these limits (ctrl + raddr + atomic + data or inline). */
-uint32_t send_wqe_bbs(uint32_t max_sge, uint32_t max_inline) {
+/** WQEBBs a send WQE needs for these limits (ctrl [+ XRC] + raddr + atomic + data or inline). */
+uint32_t send_wqe_bbs(uint32_t max_sge, uint32_t max_inline, bool xrc) {
   const uint32_t data = std::max(max_sge, hw::inline_segments(max_inline));
-  return hw::wqe_bbs_for_segments(3 + data);
+  return hw::wqe_bbs_for_segments(3 + (xrc ? 1 : 0) + data);
 }
 
 // Transition table (IBTA 10.3.1 / the kernel's qp_state_table) for RC QPs: required and
@@ -128,9 +128,27 @@ Transition unreliable_transition(bool ud, ibv_qp_state cur, ibv_qp_state next) {
   return {false, 0, 0};
 }
 
+/**
+ * XRC (the kernel's qp_state_table for XRC_INI / XRC_TGT): a send QP's INIT->RTR takes no
+ * responder attributes, a receive QP's RTR->RTS needs only TIMEOUT and SQ_PSN (it never sends
+ * a request); everything else is RC's.
+ */
+Transition xrc_transition(bool recv, ibv_qp_state cur, ibv_qp_state next) {
+  Transition t = rc_transition(cur, next);
+  constexpr int kResponder = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (!recv && cur == IBV_QPS_INIT && next == IBV_QPS_RTR) t.req &= ~kResponder;
+  if (recv && cur == IBV_QPS_RTR && next == IBV_QPS_RTS) {
+    t.req = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
+    t.opt = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_MIN_RNR_TIMER | IBV_QP_ALT_PATH |
+            IBV_QP_PATH_MIG_STATE;
+  }
+  return t;
+}
+
 /** The legal transition table of ibv_modify_qp(3) for @p type. */
 Transition qp_transition(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next) {
   if (type == IBV_QPT_RC) return rc_transition(cur, next);
+  if (type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV) return xrc_transition(type == IBV_QPT_XRC_RECV, cur, next);
   return unreliable_transition(type == IBV_QPT_UD, cur, next);
 }
 
@@ -187,10 +205,10 @@ hw::Qpc qpc_from_attr(const ibv_qp_attr& a, int mask, ibv_qp_state next) {
 }
 
 /** Ring geometry for the requested capabilities; @p cap is rounded up to what the rings hold. */
-void size_queues(const hw::HcaCaps& caps, ibv_qp_cap& cap, SimQp& q) {
+void size_queues(const hw::HcaCaps& caps, ibv_qp_cap& cap, SimQp& q, bool xrc) {
   if (cap.max_send_sge == 0) cap.max_send_sge = 1;
   if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
-  const uint32_t bbs = send_wqe_bbs(cap.max_send_sge, cap.max_inline_data);
+  const uint32_t bbs = send_wqe_bbs(cap.max_send_sge, cap.max_inline_data, xrc);
   q.sq_log = log2_ceil(std::max(1u, cap.max_send_wr) * bbs);
   q.rq_log = log2_ceil(std::max(1u, cap.max_recv_wr));
   q.rq_stride_log = log2_ceil(cap.max_recv_sge * uint32_t(sizeof(hw::DataSeg)));
@@ -198,9 +216,9 @@ void size_queues(const hw::HcaCaps& caps, ibv_qp_cap& cap, SimQp& q) {
   cap.max_send_wr = (1u << q.sq_log) / bbs;
   cap.max_recv_wr = 1u << q.rq_log;
   cap.max_recv_sge = (1u << q.rq_stride_log) / sizeof(hw::DataSeg);
-  cap.max_inline_data =
-      std::min<uint32_t>(caps.max_inline_data,
-                         bbs * hw::kWqeBasicBlock - 3 * hw::kSegmentSize - uint32_t(sizeof(hw::InlineSeg)));
+  cap.max_inline_data = std::min<uint32_t>(
+      caps.max_inline_data,
+      bbs * hw::kWqeBasicBlock - (3 + (xrc ? 1 : 0)) * hw::kSegmentSize - uint32_t(sizeof(hw::InlineSeg)));
   q.cap = cap;
 }
 
@@ -240,13 +258,15 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   SimContext* c = sim(pd->context);
   KernelDevice& k = *c->kdev;
   const hw::HcaCaps& caps = k.caps();
-  if (!a || !a->send_cq || !a->recv_cq || a->send_cq->context != pd->context ||
-      a->recv_cq->context != pd->context) {
+  // An XRC send QP has no receive side: its receive CQ may be left out.
+  const bool xrc = a && a->qp_type == IBV_QPT_XRC_SEND;
+  if (!a || !a->send_cq || (!a->recv_cq && !xrc) || a->send_cq->context != pd->context ||
+      (a->recv_cq && a->recv_cq->context != pd->context)) {
     errno = EINVAL;
     return nullptr;
   }
-  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
-    errno = EOPNOTSUPP;  // XRC and raw packet QPs are not modelled
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD && !xrc) {
+    errno = EOPNOTSUPP;  // raw packet QPs are not modelled; XRC receive QPs come from create_qp_ex
     return nullptr;
   }
   if (a->srq && a->srq->context != pd->context) {
@@ -254,7 +274,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     return nullptr;
   }
   ibv_qp_cap cap = a->cap;
-  if (a->srq) cap.max_recv_wr = cap.max_recv_sge = 0;  // ibv_create_qp(3): ignored with an SRQ
+  if (a->srq || xrc) cap.max_recv_wr = cap.max_recv_sge = 0;  // ibv_create_qp(3): ignored with an SRQ
   if (cap.max_send_wr > caps.max_qp_wr || cap.max_recv_wr > caps.max_qp_wr ||
       cap.max_send_sge > caps.max_sge || cap.max_recv_sge > caps.max_sge ||
       cap.max_inline_data > caps.max_inline_data) {
@@ -266,7 +286,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   q->ctx = c;
   q->spd = sim(pd);
   q->sq_sig_all = a->sq_sig_all != 0;
-  size_queues(caps, cap, *q);
+  size_queues(caps, cap, *q, xrc);
   q->sq = std::make_unique<QueueBuffer>(k.link(), k.iova(), uint64_t(hw::kWqeBasicBlock) << q->sq_log);
   q->rq = std::make_unique<QueueBuffer>(k.link(), k.iova(), uint64_t(1) << (q->rq_log + q->rq_stride_log));
   uint64_t dbrec_iova = 0;
@@ -282,7 +302,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   hw::Qpc qpc{};
   qpc.pdn = q->spd->pdn;
   qpc.send_cqn = sim(a->send_cq)->cqn;
-  qpc.recv_cqn = sim(a->recv_cq)->cqn;
+  qpc.recv_cqn = sim(a->recv_cq ? a->recv_cq : a->send_cq)->cqn;
   qpc.sq_log_size = uint8_t(q->sq_log);
   qpc.rq_log_size = uint8_t(q->rq_log);
   qpc.rq_log_stride = uint8_t(q->rq_stride_log);
@@ -303,15 +323,15 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   }
   q->qpn = mb.arg0;
   init_ibv_qp(q->qp, pd, *a, q->qpn);
-  if (a->srq) {
+  if (a->srq || xrc) {
     cap.max_recv_wr = cap.max_recv_sge = 0;
     q->cap = cap;
-    sim(a->srq)->users++;
   }
+  if (a->srq) sim(a->srq)->users++;
   a->cap = cap;
   q->spd->users++;
   sim(a->send_cq)->users++;
-  sim(a->recv_cq)->users++;
+  if (a->recv_cq) sim(a->recv_cq)->users++;
   register_qp(q);
   k.add_qp(q->qpn, &q->events);
   return &q->qp;
@@ -394,6 +414,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
 
 int destroy_qp(ibv_qp* ibqp) {
   SimQp* q = sim(ibqp);
+  if (ibqp->qp_type == IBV_QPT_XRC_RECV) return destroy_xrc_recv_qp(q);
   KernelDevice& k = *q->ctx->kdev;
   k.remove_qp(q->qpn);
   unregister_qp(q);
@@ -401,7 +422,7 @@ int destroy_qp(ibv_qp* ibqp) {
   if (int e = k.command(mb)) return fail(e);
   q->spd->users--;
   sim(ibqp->send_cq)->users--;
-  sim(ibqp->recv_cq)->users--;
+  if (ibqp->recv_cq) sim(ibqp->recv_cq)->users--;
   if (ibqp->srq) sim(ibqp->srq)->users--;
   k.dbrecs().free(q->dbrec);
   pthread_mutex_destroy(&ibqp->mutex);
@@ -524,6 +545,8 @@ uint32_t build_remote_segments(const SimQp& q, const ibv_send_wr& wr, const Send
     hw::set_bind_seg(*reinterpret_cast<hw::BindSeg*>(hw::wqe_segment(wqe, seg)), i);
     return seg + hw::kBindSegs;
   }
+  if (q.qp.qp_type == IBV_QPT_XRC_SEND)  // every XRC request names the remote XRC SRQ
+    hw::set_xrc_seg(*reinterpret_cast<hw::XrcSeg*>(hw::wqe_segment(wqe, seg++)), wr.qp_type.xrc.remote_srqn);
   if (q.qp.qp_type == IBV_QPT_UD) {
     hw::DatagramAddr av = sim(wr.wr.ud.ah)->av;
     av.dqpn = wr.wr.ud.remote_qpn;
@@ -662,9 +685,12 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, bool type1_b
   {
     std::lock_guard<std::mutex> g(q->sq_mu);
     const uint16_t start = q->sq_head;
-    // ibv_post_send(3): the QP must be able to send (RTS, or later states that flush).
+    // ibv_post_send(3): the QP must be able to send (RTS, or later states that flush); an XRC
+    // receive QP has no send queue.
     const ibv_qp_state st = ibqp->state;
-    err = st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR ? EINVAL : 0;
+    err = st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR || ibqp->qp_type == IBV_QPT_XRC_RECV
+              ? EINVAL
+              : 0;
     for (; wr && !err; wr = wr->next)
       if ((err = post_one_send(*q, link, *wr, type1_bind))) break;
     if (err && bad) *bad = wr;
@@ -678,8 +704,10 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   SimQp* q = sim(ibqp);
   HcaLink& link = *q->ctx->sdev->link;
   std::lock_guard<std::mutex> g(q->rq_mu);
-  // ibv_post_recv(3): not in RESET; a QP with an SRQ takes its receives from there.
-  int err = ibqp->state == IBV_QPS_RESET || ibqp->srq ? EINVAL : 0;
+  // ibv_post_recv(3): not in RESET; a QP with an SRQ takes its receives from there; XRC QPs
+  // have no receive queue.
+  const bool no_rq = ibqp->srq || ibqp->qp_type == IBV_QPT_XRC_SEND || ibqp->qp_type == IBV_QPT_XRC_RECV;
+  int err = ibqp->state == IBV_QPS_RESET || no_rq ? EINVAL : 0;
   const uint16_t start = q->rq_head;
   for (; wr && !err; wr = wr->next) {
     if (wr->num_sge < 0 || uint32_t(wr->num_sge) > q->cap.max_recv_sge)

@@ -361,6 +361,7 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* a) {
     errno = EINVAL;
     return nullptr;
   }
+  if (a->qp_type == IBV_QPT_XRC_RECV) return create_xrc_recv_qp(context, a);
   if (int e = check_init_attr_ex(context, *a)) {
     errno = e;
     return nullptr;

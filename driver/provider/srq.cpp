@@ -4,6 +4,8 @@
 // the device fetches from for every QP attached to it.
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "objects.h"
 #include "verbs_core.h"
@@ -47,7 +49,29 @@ void trace_post_srq_recv(HcaLink& link, const SimSrq& s, const ibv_recv_wr& wr) 
   link.trace(trace::TraceKind::Post, trace::kTraceNone, true, wr.wr_id, f, buf);
 }
 
+std::mutex srq_map_mu;
+std::map<std::pair<KernelDevice*, uint32_t>, SimSrq*>& srq_map() {
+  static auto* m = new std::map<std::pair<KernelDevice*, uint32_t>, SimSrq*>;
+  return *m;
+}
+
 }  // namespace
+
+void register_srq(SimSrq* s) {
+  std::lock_guard<std::mutex> g(srq_map_mu);
+  srq_map()[{s->ctx->kdev, s->srqn}] = s;
+}
+
+void unregister_srq(SimSrq* s) {
+  std::lock_guard<std::mutex> g(srq_map_mu);
+  srq_map().erase({s->ctx->kdev, s->srqn});
+}
+
+SimSrq* find_srq(KernelDevice* k, uint32_t srqn) {
+  std::lock_guard<std::mutex> g(srq_map_mu);
+  auto it = srq_map().find({k, srqn});
+  return it == srq_map().end() ? nullptr : it->second;
+}
 
 void SrqEvents::async_event(hw::EqeType type) {
   if (type != hw::EqeType::SrqLimit) return;
@@ -62,14 +86,18 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
     errno = EINVAL;
     return nullptr;
   }
+  return create_srq_on(pd, a->srq_context, a->attr, nullptr, nullptr);
+}
+
+ibv_srq* create_srq_on(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, SimXrcd* xrcd, ibv_cq* cq) {
   SimContext* c = sim(pd->context);
   KernelDevice& k = *c->kdev;
   auto* s = new SimSrq{};
   s->events.srq = s;
   s->ctx = c;
   s->spd = sim(pd);
-  ibv_srq_attr attr = a->attr;
-  if (!size_srq(k.caps(), attr, *s)) {
+  ibv_srq_attr a = attr;
+  if (!size_srq(k.caps(), a, *s)) {
     delete s;
     errno = EINVAL;
     return nullptr;
@@ -92,6 +120,8 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   srqc.log_stride = uint8_t(s->stride_log);
   srqc.buf = s->ring->desc();
   srqc.dbrec_addr = dbrec_iova;
+  srqc.xrcdn = xrcd ? xrcd->xrcdn : 0;
+  srqc.cqn = cq ? sim(cq)->cqn : 0;
   hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateSrq, srqc);
   if (int e = k.command(mb)) {
     k.dbrecs().free(s->dbrec);
@@ -101,14 +131,19 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   }
   s->srqn = mb.arg0;
   s->srq.context = pd->context;
-  s->srq.srq_context = a->srq_context;
+  s->srq.srq_context = srq_context;
   s->srq.pd = pd;
   s->srq.handle = s->srqn;
+  s->xrcd = xrcd;
+  s->cq = cq;
   pthread_mutex_init(&s->srq.mutex, nullptr);
   pthread_cond_init(&s->srq.cond, nullptr);
-  a->attr = attr;
+  attr = a;
   s->spd->users++;
+  if (xrcd) xrcd->users++;
+  if (cq) sim(cq)->users++;
   k.add_srq(s->srqn, &s->events);
+  register_srq(s);
   return &s->srq;
 }
 
@@ -141,6 +176,9 @@ int destroy_srq(ibv_srq* ibsrq) {
   hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DestroySrq, s->srqn);
   if (int e = k.command(mb)) return fail(e);
   k.remove_srq(s->srqn);
+  unregister_srq(s);
+  if (s->xrcd) s->xrcd->users--;
+  if (s->cq) sim(s->cq)->users--;
   k.dbrecs().free(s->dbrec);
   s->spd->users--;
   pthread_mutex_destroy(&ibsrq->mutex);

@@ -109,13 +109,19 @@ hw::CmdStatus CommandUnit::resize_cq(hw::CmdMailbox& mb) {
   return hw::CmdStatus::Ok;
 }
 
+hw::CmdStatus CommandUnit::check_qp_resources(const hw::Qpc& q) {
+  const auto type = hw::QpType(q.type);
+  if (type == hw::QpType::XrcRecv) return xrcds_.count(q.xrcdn) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;
+  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud && type != hw::QpType::XrcSend)
+    return hw::CmdStatus::BadParam;
+  if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn)) return hw::CmdStatus::BadResource;
+  if (q.srqn != hw::kNoSrq && !srqs_.find(q.srqn)) return hw::CmdStatus::BadResource;
+  return hw::CmdStatus::Ok;
+}
+
 hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
   auto q = hw::cmd_in<hw::Qpc>(mb);
-  if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
-    return hw::CmdStatus::BadResource;
-  const auto type = hw::QpType(q.type);
-  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud) return hw::CmdStatus::BadParam;
-  if (q.srqn != hw::kNoSrq && !srqs_.find(q.srqn)) return hw::CmdStatus::BadResource;
+  if (hw::CmdStatus s = check_qp_resources(q); s != hw::CmdStatus::Ok) return s;
   q.qpn = next_qpn_++;
   q.state = uint8_t(hw::QpState::Reset);
   QpContext* qp = qpc_.create(q.qpn);
@@ -138,6 +144,7 @@ hw::CmdStatus CommandUnit::query_qp(hw::CmdMailbox& mb) {
 hw::CmdStatus CommandUnit::create_srq(hw::CmdMailbox& mb) {
   auto c = hw::cmd_in<hw::Srqc>(mb);
   if (!pds_.count(c.pdn) || !eq_.exists(c.eqn)) return hw::CmdStatus::BadResource;
+  if (c.xrcdn && (!xrcds_.count(c.xrcdn) || !cq_.exists(c.cqn))) return hw::CmdStatus::BadResource;
   if (c.log_size > 16 || c.log_stride < 4) return hw::CmdStatus::BadParam;
   c.srqn = next_srqn_++;
   if (!srqs_.create(c)) return hw::CmdStatus::BadResource;
@@ -171,6 +178,14 @@ hw::CmdStatus CommandUnit::destroy_srq(hw::CmdMailbox& mb) {
   return srqs_.destroy(mb.arg0) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;
 }
 
+hw::CmdStatus CommandUnit::dealloc_xrcd(hw::CmdMailbox& mb) {
+  bool used = false;
+  qpc_.for_each([&](QpContext& qp) { used = used || (qp.qpc.type == uint8_t(hw::QpType::XrcRecv) && qp.qpc.xrcdn == mb.arg0); });
+  for (uint32_t s : srqs_.ids()) used = used || srqs_.find(s)->srqc.xrcdn == mb.arg0;
+  if (used) return hw::CmdStatus::ResourceBusy;  // ibv_close_xrcd(3): EBUSY while in use
+  return xrcds_.erase(mb.arg0) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;
+}
+
 void CommandUnit::execute(hw::CmdMailbox& mb) {
   mb.syndrome = 0;
   const auto found = [](bool ok) { return ok ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource; };
@@ -182,6 +197,11 @@ void CommandUnit::execute(hw::CmdMailbox& mb) {
       pds_.insert(mb.arg0);
       break;
     case hw::CmdOpcode::DeallocPd: s = found(pds_.erase(mb.arg0) != 0); break;
+    case hw::CmdOpcode::AllocXrcd:
+      mb.arg0 = next_pdn_++;
+      xrcds_.insert(mb.arg0);
+      break;
+    case hw::CmdOpcode::DeallocXrcd: s = dealloc_xrcd(mb); break;
     case hw::CmdOpcode::CreateMkey: s = create_mkey(mb); break;
     case hw::CmdOpcode::DestroyMkey: s = found(mrs_.remove(mb.arg0)); break;
     case hw::CmdOpcode::AllocMw: s = alloc_mw(mb); break;

@@ -35,8 +35,11 @@ class CommandUnit {
   /** @brief Execute one command; status and out are filled in the mailbox. */
   void execute(hw::CmdMailbox& mb);
   const hw::HcaCaps& caps() const { return caps_; }
-  /** @brief Forget every PD (function reset; numbers keep counting up, so stale ones stay invalid). */
-  void reset_pds() { pds_.clear(); }
+  /** @brief Forget every PD and XRC domain (function reset; numbers keep counting up, so stale ones stay invalid). */
+  void reset_pds() {
+    pds_.clear();
+    xrcds_.clear();
+  }
 
  private:
   hw::CmdStatus modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in);
@@ -52,6 +55,9 @@ class CommandUnit {
   hw::CmdStatus arm_srq(hw::CmdMailbox& mb);
   hw::CmdStatus query_srq(hw::CmdMailbox& mb);
   hw::CmdStatus destroy_srq(hw::CmdMailbox& mb);
+  hw::CmdStatus dealloc_xrcd(hw::CmdMailbox& mb);
+  /** @brief The queues a new QP names exist and suit its type (XRC receive QPs have none). */
+  hw::CmdStatus check_qp_resources(const hw::Qpc& q);
 
   Tracer& tracer_;
   QpcCache& qpc_;
@@ -64,6 +70,7 @@ class CommandUnit {
   uint32_t next_pdn_ = 1, next_qpn_ = 0x11, next_cqn_ = 1, next_eqn_ = 1, next_mkey_ = 1, next_srqn_ = 1;
   uint8_t mkey_tag_ = 0x2a;
   std::unordered_set<uint32_t> pds_;
+  std::unordered_set<uint32_t> xrcds_;  ///< XRC domains (their numbers count with the PDs')
 };
 
 }  // namespace hcasim::model

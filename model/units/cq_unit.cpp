@@ -157,6 +157,7 @@ void CqUnit::land(Pending& p) {
   cf.qpn = in.qpn;
   cf.src_qp = in.src_qp;
   cf.wqe_counter = in.wqe_counter;
+  cf.srqn = in.srqn;
   cf.syndrome = in.syndrome;
   cf.flags = in.flags;
   cf.req_opcode = in.req_opcode;

@@ -29,6 +29,7 @@ struct CqeInfo {
   uint32_t qpn = 0;
   uint32_t src_qp = 0;
   uint16_t wqe_counter = 0;
+  uint32_t srqn = 0;  ///< with hw::kCqeSrq: the SRQ wqe_counter indexes
   uint32_t byte_cnt = 0;
   uint32_t imm = 0;   ///< network order
   uint8_t flags = 0;  ///< hw::CqeFlags

@@ -112,11 +112,12 @@ void Hca::drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_
 }
 
 bool Hca::transport_matches(const QpContext& qp, wire::BthOpcode op) {
-  switch (hw::QpType(qp.qpc.type)) {
-    case hw::QpType::Uc: return wire::transport_of(op) == wire::Transport::UC;
-    case hw::QpType::Ud: return wire::transport_of(op) == wire::Transport::UD;
-    default: return wire::transport_of(op) == wire::Transport::RC;
-  }
+  if (wire::transport_of(op) != qp_transport(qp)) return false;
+  // An XRC send QP only takes responses, an XRC receive QP only requests.
+  const auto type = hw::QpType(qp.qpc.type);
+  if (type == hw::QpType::XrcSend) return !wire::is_request(op);
+  if (type == hw::QpType::XrcRecv) return wire::is_request(op);
+  return true;
 }
 
 void Hca::on_rx(PacketPtr pkt) {

@@ -42,7 +42,7 @@ bool FrameBuilder::address(const hw::PathDesc& path, uint32_t src_qpn, uint32_t 
 bool FrameBuilder::headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn,
                                wire::Headers& h) const {
   if (!address(qp.qpc.path, qp.qpc.qpn, qp.qpc.dest_qpn, h)) return false;
-  h.opcode = op;
+  h.opcode = wire::in_transport(op, qp_transport(qp));
   h.psn = psn & wire::kPsnMask;
   return true;
 }

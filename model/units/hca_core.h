@@ -43,7 +43,10 @@ class FrameBuilder {
 
   /** @brief GID -> next-hop MAC (the world's neighbour table); unset or false: unreachable. */
   void set_resolver(Resolver r) { resolve_ = std::move(r); }
-  /** @brief Headers of a packet on @p qp's connection (addresses from the QPC's path). */
+  /**
+   * @brief Headers of a packet on @p qp's connection (addresses from the QPC's path); @p op is
+   * given as its RC opcode and goes out in the QP's transport (an ACK of an XRC QP is XRC's).
+   */
   bool headers_for(const QpContext& qp, wire::BthOpcode op, uint32_t psn, wire::Headers& h) const;
   /** @brief Headers of a UD packet from @p qp to the address @p av (a send WQE's datagram segment). */
   bool datagram_headers(const QpContext& qp, const hw::DatagramAddr& av, wire::BthOpcode op, uint32_t psn,
@@ -73,6 +76,16 @@ inline uint64_t stream_ready(QpContext& qp, bool responses, uint64_t ready_ps) {
   if (ready_ps < last) ready_ps = last;
   last = ready_ps;
   return ready_ps;
+}
+/** @brief The BTH transport a QP's packets use. */
+inline wire::Transport qp_transport(const QpContext& qp) {
+  switch (hw::QpType(qp.qpc.type)) {
+    case hw::QpType::Uc: return wire::Transport::UC;
+    case hw::QpType::Ud: return wire::Transport::UD;
+    case hw::QpType::XrcSend:
+    case hw::QpType::XrcRecv: return wire::Transport::XRC;
+    default: return wire::Transport::RC;
+  }
 }
 /** @brief Path MTU of a QP in bytes. */
 inline uint32_t mtu_of(const QpContext& qp) { return 1u << qp.qpc.path_mtu_log; }

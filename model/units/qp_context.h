@@ -66,6 +66,7 @@ struct SendWqe {
   uint8_t inline_buf[kMaxInline];
   hw::DatagramAddr av;  ///< UD: where this message goes (the WQE's datagram segment)
   hw::BindInfo bind;    ///< BindMw: the window bind (the WQE's bind segment)
+  uint32_t xrc_srqn = 0;  ///< XRC send: the remote XRC SRQ (the WQE's XRC segment)
 };
 
 /** @brief A message the requester has started: kept until completed, for retransmission. */
@@ -83,6 +84,9 @@ struct InflightMsg {
 struct RecvInProgress {
   bool active = false;
   bool srq = false;  ///< taken from the QP's shared receive queue (index is the SRQ's)
+  uint32_t srqn = 0;  ///< that SRQ
+  uint32_t cqn = 0;   ///< an XRC SRQ's completion queue (0: the QP's receive CQ)
+  uint32_t pdn = 0;   ///< the PD its lkeys belong to (the SRQ's, or the QP's)
   uint16_t index = 0;
   uint32_t nsge = 0;
   Sge sge[kMaxSge];
@@ -121,6 +125,7 @@ struct QpContext {
   bool comm_est = false;     ///< communication-established event already raised
   bool uc_dropping = false;  ///< UC: a packet of this message was lost; drop until the next FIRST/ONLY
   bool last_wqe_reached = false;  ///< SRQ: the last-WQE-reached event was raised (once per ERR)
+  uint32_t xrc_srqn = 0;          ///< XRC receive QP: the XRC SRQ the request being handled names
   /** Atomic results by PSN, so a duplicate atomic is answered again, not executed twice. */
   struct AtomicReplay {
     uint32_t psn;

@@ -44,13 +44,10 @@ bool is_memory_op(hw::WqeOpcode op) { return op == hw::WqeOpcode::BindMw || op =
 bool is_atomic(hw::WqeOpcode op) {
   return op == hw::WqeOpcode::AtomicCmpSwap || op == hw::WqeOpcode::AtomicFetchAdd;
 }
-bool reliable(const QpContext& qp) { return hw::QpType(qp.qpc.type) == hw::QpType::Rc; }
-wire::Transport transport(const QpContext& qp) {
-  switch (hw::QpType(qp.qpc.type)) {
-    case hw::QpType::Uc: return wire::Transport::UC;
-    case hw::QpType::Ud: return wire::Transport::UD;
-    default: return wire::Transport::RC;
-  }
+/** RC and XRC are acknowledged; UC and UD are not. */
+bool reliable(const QpContext& qp) {
+  const auto t = qp_transport(qp);
+  return t == wire::Transport::RC || t == wire::Transport::XRC;
 }
 
 /** READs and atomics complete on their response, not on an ACK. */
@@ -70,6 +67,7 @@ void fill_request_headers(const QpContext& qp, const InflightMsg& m, wire::BthOp
   }
   if (wire::has_imm(op)) h.imm_data = m.w.imm;
   if (wire::has_ieth(op)) h.ieth_rkey = m.w.imm;  // SEND_WITH_INV: the WQE carries the rkey there
+  h.xrc_srqn = m.w.xrc_srqn;
   if (is_atomic(m.w.op)) {
     h.atomic_eth.va = m.w.raddr;
     h.atomic_eth.rkey = m.w.rkey;
@@ -311,7 +309,7 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
     len = s.length;
   }
   const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
-  op = wire::in_transport(op, transport(qp));
+  op = wire::in_transport(op, qp_transport(qp));
   const bool ud = hw::QpType(qp.qpc.type) == hw::QpType::Ud;
   wire::Headers h;
   if (!(ud ? u_.frames.datagram_headers(qp, m.w.av, op, psn, h) : u_.frames.headers_for(qp, op, psn, h))) {
@@ -524,7 +522,7 @@ void Requester::rewind(QpContext& qp, uint32_t psn) {
 }
 
 void Requester::on_response(QpContext& qp, const wire::ParsedFrame& f) {
-  const auto op = f.h.opcode;
+  const auto op = wire::rc_equivalent(f.h.opcode);  // XRC's responses are RC's
   const bool ack = op == wire::BthOpcode::ACKNOWLEDGE || op == wire::BthOpcode::ATOMIC_ACKNOWLEDGE;
   if (ack && wire::aeth_kind(f.h.aeth.syndrome) == wire::AethKind::Ack) ++acks_received_;
   if (op == wire::BthOpcode::ACKNOWLEDGE)

@@ -21,7 +21,9 @@ void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
 
 bool Responder::take_recv(QpContext& qp) {
   if (qp.recv.active) return true;
-  if (qp.qpc.srqn != hw::kNoSrq) return take_srq_recv(qp);
+  // An XRC receive QP takes from the XRC SRQ its request names (xrc_target checked it).
+  const uint32_t srqn = hw::QpType(qp.qpc.type) == hw::QpType::XrcRecv ? qp.xrc_srqn : qp.qpc.srqn;
+  if (srqn != hw::kNoSrq) return take_srq_recv(qp, srqn);
   const uint32_t qpn = qp.qpc.qpn;
   if (qp.rq_ci == qp.rq_pi_seen) {
     // Nothing known to be posted: look at the doorbell record the driver updates.
@@ -31,6 +33,7 @@ bool Responder::take_recv(QpContext& qp) {
   RecvInProgress r;
   if (!u_.fetch.fetch_recv(recv_queue(qp), qp.rq_ci, r.sge, r.nsge)) return false;
   r.active = true;
+  r.pdn = qp.qpc.pdn;
   r.index = qp.rq_ci;
   qp.recv = r;
   ++qp.rq_ci;
@@ -41,9 +44,9 @@ bool Responder::take_recv(QpContext& qp) {
   return true;
 }
 
-bool Responder::take_srq_recv(QpContext& qp) {
+bool Responder::take_srq_recv(QpContext& qp, uint32_t srqn) {
   const uint32_t qpn = qp.qpc.qpn;
-  SrqContext* srq = u_.srqs.find(qp.qpc.srqn);
+  SrqContext* srq = u_.srqs.find(srqn);
   if (!srq) return false;
   if (srq->ci == srq->pi_seen) {
     if (!u_.fetch.recv_producer(srq->srqc.dbrec_addr, qpn, srq->pi_seen, "srq.dbrec")) return false;
@@ -53,6 +56,9 @@ bool Responder::take_srq_recv(QpContext& qp) {
   if (!u_.fetch.fetch_recv(srq_queue(*srq, qpn), srq->ci, r.sge, r.nsge)) return false;
   r.active = true;
   r.srq = true;
+  r.srqn = srqn;
+  r.cqn = srq->srqc.xrcdn ? srq->srqc.cqn : 0;
+  r.pdn = srq->srqc.pdn;
   r.index = srq->ci;
   qp.recv = r;
   ++srq->ci;
@@ -82,7 +88,7 @@ bool Responder::place(QpContext& qp, uint32_t offset, const uint8_t* src, uint32
   const uint32_t qpn = qp.qpc.qpn;
   RecvInProgress& r = qp.recv;
   return walk_sges(r.sge, r.nsge, offset, len, left, [&](const Sge& s, uint64_t va, uint32_t n) {
-    if (u_.mrs.check(s.lkey, qp.qpc.pdn, va, n, hw::kAccessLocalWrite, qpn, "recv lkey") != MrCheck::Ok ||
+    if (u_.mrs.check(s.lkey, r.pdn, va, n, hw::kAccessLocalWrite, qpn, "recv lkey") != MrCheck::Ok ||
         u_.mrs.write(s.lkey, va, src, n, qpn) < 0)
       return false;
     src += n;
@@ -99,6 +105,7 @@ void Responder::completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const 
   ci.wqe_counter = qp.recv.index;
   ci.byte_cnt = len;
   ci.flags = uint8_t(flags | (qp.recv.srq ? hw::kCqeSrq : 0));
+  ci.srqn = qp.recv.srqn;
   if (wire::has_imm(h.opcode)) {
     ci.imm = h.imm_data;
     ci.flags |= hw::kCqeWithImm;
@@ -106,7 +113,7 @@ void Responder::completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const 
   if (wire::has_ieth(h.opcode)) ci.imm = h.ieth_rkey;  // the invalidated rkey (host order)
   if (h.se) ci.flags |= hw::kCqeSolicited;
   qp.recv.active = false;
-  u_.cq.post(qp.qpc.recv_cqn, ci);
+  u_.cq.post(recv_cqn(qp), ci);
 }
 
 void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
@@ -117,8 +124,9 @@ void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
   ci.qpn = qp.qpc.qpn;
   ci.wqe_counter = qp.recv.index;
   ci.flags = qp.recv.srq ? hw::kCqeSrq : 0;
+  ci.srqn = qp.recv.srqn;
   qp.recv.active = false;
-  u_.cq.post(qp.qpc.recv_cqn, ci);
+  u_.cq.post(recv_cqn(qp), ci);
 }
 
 void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
@@ -133,6 +141,7 @@ void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyn
 
 void Responder::flush(QpContext& qp) {
   recv_error(qp, hw::CqeSyndrome::WrFlushErr);
+  if (hw::QpType(qp.qpc.type) == hw::QpType::XrcRecv) return;  // no queues of its own
   if (qp.qpc.srqn != hw::kNoSrq) {
     // The SRQ's WQEs belong to every QP attached to it: none is flushed. IBTA 10.3.1 / 11.6.3:
     // this QP will take no more of them, which its owner learns from the last-WQE-reached event.
@@ -184,9 +193,12 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
     return;
   }
   const wire::Headers& h = f.h;
-  const auto op = h.opcode;
-  if (hw::QpType(qp.qpc.type) == hw::QpType::Ud) return on_ud_request(qp, f);
-  if (st == hw::QpState::Rtr && !qp.comm_est) {
+  const auto op = wire::rc_equivalent(h.opcode);  // UC's and XRC's requests are RC's
+  const auto type = hw::QpType(qp.qpc.type);
+  if (type == hw::QpType::Ud) return on_ud_request(qp, f);
+  if (type == hw::QpType::XrcRecv && !xrc_target(qp, h)) return;
+  // (An XRC receive QP has no CQ, hence no event queue, to report it on.)
+  if (st == hw::QpState::Rtr && !qp.comm_est && type != hw::QpType::XrcRecv) {
     // IBTA 11.6.3: the first packet received in RTR establishes communication.
     qp.comm_est = true;
     u_.eq.post(u_.cq.eqn_of(qp.qpc.recv_cqn), hw::EqeType::CommEstablished, qpn);
@@ -218,7 +230,7 @@ void Responder::on_duplicate(QpContext& qp, const wire::Headers& h) {
   ++dups_;
   HCASIM_TRACE(u_.tracer, Responder, Ack, qp.qpc.qpn, TraceFields().set_psn(h.psn),
                "duplicate psn=%u (expected %u)", h.psn, qp.epsn);
-  if (h.opcode == wire::BthOpcode::RDMA_READ_REQUEST) {
+  if (wire::rc_equivalent(h.opcode) == wire::BthOpcode::RDMA_READ_REQUEST) {
     read_response(qp, h.psn, h.reth);
   } else if (wire::has_atomic_eth(h.opcode)) {  // answered again from the replay cache, never re-executed
     for (const auto& r : qp.atomic_replay)
@@ -262,6 +274,22 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
                qp.qpc.dest_qpn, wire::has_ieth(op) ? hw::kCqeWithInv : 0);
   }
   if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
+}
+
+uint32_t Responder::recv_cqn(const QpContext& qp) const { return qp.recv.cqn ? qp.recv.cqn : qp.qpc.recv_cqn; }
+
+bool Responder::xrc_target(QpContext& qp, const wire::Headers& h) {
+  SrqContext* srq = u_.srqs.find(h.xrc_srqn);
+  if (!srq || srq->srqc.xrcdn == 0 || srq->srqc.xrcdn != qp.qpc.xrcdn) {
+    fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok,
+          "XRCETH names no XRC SRQ of this QP's XRC domain");
+    return false;
+  }
+  // IBTA 9.2.x (XRC): the request is executed in the context of the XRC SRQ it names: its
+  // receive WQEs, and its PD for every key check.
+  qp.xrc_srqn = h.xrc_srqn;
+  qp.qpc.pdn = srq->srqc.pdn;
+  return true;
 }
 
 bool Responder::remote_invalidate(QpContext& qp, const wire::Headers& h) {
@@ -349,7 +377,7 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   if (u_.mrs.read(ae.rkey, ae.va, &orig, 8, qpn) < 0)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "atomic DMA fault");
   uint64_t next = orig;
-  if (h.opcode == wire::BthOpcode::COMPARE_SWAP) {
+  if (wire::rc_equivalent(h.opcode) == wire::BthOpcode::COMPARE_SWAP) {
     if (orig == ae.compare) next = ae.swap_add;
   } else {
     next = orig + ae.swap_add;

@@ -51,8 +51,12 @@ class Responder {
   /** @brief No receive WQE for a message that needs one: RNR NAK (@p why goes to the trace). */
   void rnr_nak(QpContext& qp, uint32_t psn, const char* why);
   bool take_recv(QpContext& qp);
-  /** @brief take_recv for a QP attached to a shared receive queue. */
-  bool take_srq_recv(QpContext& qp);
+  /** @brief take_recv from shared receive queue @p srqn (the QP's, or the one an XRC request names). */
+  bool take_srq_recv(QpContext& qp, uint32_t srqn);
+  /** @brief XRC receive QP: the XRCETH names an XRC SRQ of the QP's domain; false after NAKing it. */
+  bool xrc_target(QpContext& qp, const wire::Headers& h);
+  /** @brief Where the receive WQE in progress completes (an XRC SRQ's CQ, or the QP's). */
+  uint32_t recv_cqn(const QpContext& qp) const;
   /** @brief After an SRQ WQE was taken: fewer WQEs left than its armed limit raise the limit event. */
   void check_srq_limit(SrqContext& srq, uint32_t qpn);
   /**

@@ -51,7 +51,7 @@ bool decode_payload(const uint8_t* raw, uint32_t seg, uint32_t ds, SendWqe& w) {
 
 WorkQueue send_queue(QpContext& qp) {
   return WorkQueue{&qp.qpc.sq_buf, qp.qpc.sq_log_size, kWqeBbShift, &qp.sq_cursor, qp.qpc.qpn, "sq", "wqe",
-                   hw::QpType(qp.qpc.type) == hw::QpType::Ud};
+                   hw::QpType(qp.qpc.type) == hw::QpType::Ud, hw::QpType(qp.qpc.type) == hw::QpType::XrcSend};
 }
 
 WorkQueue recv_queue(QpContext& qp) {
@@ -79,10 +79,10 @@ uint32_t WqeFetchUnit::fetch_send(const WorkQueue& sq, uint16_t index, SendWqe& 
       if (nbb == 0 || nbb > hw::kMaxSendWqeBbs) return 0;
     }
   }
-  return decode_send_wqe(raw, nbb, index, w, sq.datagram) ? nbb : 0;
+  return decode_send_wqe(raw, nbb, index, w, sq.datagram, sq.xrc) ? nbb : 0;
 }
 
-bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& w, bool datagram) {
+bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& w, bool datagram, bool xrc) {
   const auto ctrl = load_seg<hw::CtrlSeg>(raw, 0);
   const uint32_t ds = hw::ctrl_ds(ctrl);
   w = SendWqe{};
@@ -92,6 +92,10 @@ bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& 
   w.flags = hw::ctrl_flags(ctrl);
   w.imm = hw::ctrl_imm(ctrl);
   uint32_t seg = 1;
+  if (xrc) {
+    if (ds < 2) return false;
+    w.xrc_srqn = hw::xrc_seg_srqn(load_seg<hw::XrcSeg>(raw, seg++));
+  }
   if (datagram) {
     if (ds < 1 + hw::kDatagramSegs) return false;
     w.av = hw::get_datagram_seg(load_seg<hw::DatagramSeg>(raw, seg));

@@ -31,6 +31,7 @@ struct WorkQueue {
   const char* table_tag;      ///< buffer-table trace tag ("sq", "rq")
   const char* dma_tag;        ///< DMA trace tag ("wqe", "rq.wqe")
   bool datagram = false;      ///< UD send queue: a datagram segment follows each control segment
+  bool xrc = false;           ///< XRC send queue: an XRC segment follows each control segment
 };
 
 /** @brief The send queue of @p qp as a WorkQueue. */
@@ -77,9 +78,10 @@ class WqeFetchUnit {
 
 /**
  * @brief Decode the send WQE in @p raw (@p nbb WQEBBs, first at WQEBB counter @p index): the
- * control segment, the datagram segment if @p datagram (a UD QP's), then the segments its
- * opcode implies. False if it is malformed.
+ * control segment, the datagram segment if @p datagram (a UD QP's) or the XRC segment if @p xrc
+ * (an XRC send QP's), then the segments its opcode implies. False if it is malformed.
  */
-bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& w, bool datagram = false);
+bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& w, bool datagram = false,
+                     bool xrc = false);
 
 }  // namespace hcasim::model

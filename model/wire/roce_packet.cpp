@@ -238,11 +238,13 @@ const char* rc_opcode_name(BthOpcode op) {
 struct PrefixedNames {
   char uc[32][24];
   char ud[32][24];
+  char xrc[32][24];
   PrefixedNames() {
     for (uint8_t i = 0; i < 32; ++i) {
       const char* rc = rc_opcode_name(static_cast<BthOpcode>(i));
       snprintf(uc[i], sizeof uc[i], "UC_%s", rc);
       snprintf(ud[i], sizeof ud[i], "UD_%s", rc);
+      snprintf(xrc[i], sizeof xrc[i], "XRC_%s", rc);
     }
   }
 };
@@ -256,6 +258,7 @@ const char* opcode_name(BthOpcode op) {
   switch (transport_of(op)) {
     case Transport::UC: return names.uc[low];
     case Transport::UD: return names.ud[low];
+    case Transport::XRC: return names.xrc[low];
     default: return rc_opcode_name(op);
   }
 }
@@ -397,6 +400,10 @@ void put_ext_headers(const Headers& h, uint16_t flags, uint8_t* p) {
     put32(p, h.deth.qkey);
     put32(p + 4, h.deth.src_qp & kQpnMask);  // the top byte is reserved
     p += kDethLen;
+  }
+  if (flags & opflag::kXrcEth) {
+    put32(p, h.xrc_srqn & kQpnMask);  // the top byte is reserved
+    p += kXrcEthLen;
   }
   if (flags & opflag::kReth) {
     put64(p, h.reth.va);
@@ -569,6 +576,10 @@ const uint8_t* get_ext_headers(const uint8_t* p, uint16_t flags, Headers& h) {
     h.deth.qkey = get32(p);
     h.deth.src_qp = get32(p + 4) & kQpnMask;
     p += kDethLen;
+  }
+  if (flags & opflag::kXrcEth) {
+    h.xrc_srqn = get32(p) & kQpnMask;
+    p += kXrcEthLen;
   }
   if (flags & opflag::kReth) {
     h.reth.va = get64(p);

@@ -6,7 +6,8 @@
  * The simulated HCA exchanges byte-exact RoCEv2 frames so that captures open
  * in Wireshark and so that the model exercises the same parsing and checking
  * a real NIC does (lengths, pad count, ICRC). The Reliable Connection (RC),
- * Unreliable Connection (UC) and Unreliable Datagram (UD) transports are covered.
+ * Unreliable Connection (UC), Unreliable Datagram (UD) and eXtended Reliable Connection (XRC)
+ * transports are covered.
  *
  * Layout of every frame built here (no VLAN tag, no Ethernet FCS):
  *
@@ -48,6 +49,7 @@ constexpr size_t kAtomicEthLen = 28;    ///< va, rkey, swap/add, compare
 constexpr size_t kAtomicAckEthLen = 8;  ///< original remote data
 constexpr size_t kIcrcLen = 4;          ///< invariant CRC, last 4 bytes of every frame
 constexpr size_t kDethLen = 8;          ///< datagram ETH (UD): Q_Key, source QP
+constexpr size_t kXrcEthLen = 4;        ///< XRC ETH: the destination XRC SRQ number
 constexpr size_t kGrhLen = 40;          ///< what a UD receive buffer gets before the payload
 
 /// Longest header stack: Eth + IPv6 + UDP + BTH + AtomicETH (the largest extension set; a UD
@@ -67,12 +69,12 @@ constexpr uint16_t kDefaultPkey = 0xffff;  ///< full-member default partition, w
 /**
  * @brief The transport an opcode belongs to: its top three bits (IBTA vol. 1, table 38).
  */
-enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3 };
+enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, XRC = 5 };
 
 /**
  * @brief BTH opcodes (IBTA vol. 1, table 38): the RC set (prefix 0b000), the UC set (0b001:
- * the SEND and WRITE opcodes of RC) and the UD set (0b011: SEND_ONLY with or without
- * immediate, with a DETH).
+ * the SEND and WRITE opcodes of RC), the UD set (0b011: SEND_ONLY with or without
+ * immediate, with a DETH) and the XRC set (0b101: RC's opcodes, requests with an XRCETH).
  *
  * The two *_WITH_INVALIDATE opcodes (IBTA 1.2+) are included because verbs
  * exposes IBV_WR_SEND_WITH_INV; they carry an IETH.
@@ -106,6 +108,8 @@ enum class BthOpcode : uint8_t {
   UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x2b,
   UD_SEND_ONLY = 0x64,
   UD_SEND_ONLY_WITH_IMMEDIATE = 0x65,
+  XRC_SEND_ONLY = 0xa4,
+  XRC_ACKNOWLEDGE = 0xb1,
 };
 
 /** @brief The transport of @p op (its top three bits). */
@@ -133,6 +137,7 @@ constexpr uint16_t kLast = 1u << 10;         ///< last packet of a multi-packet 
 constexpr uint16_t kOnly = 1u << 11;         ///< the packet is the whole message / exchange
 constexpr uint16_t kRequest = 1u << 12;      ///< sent by the requester (else by the responder)
 constexpr uint16_t kDeth = 1u << 13;         ///< carries a DETH (UD)
+constexpr uint16_t kXrcEth = 1u << 14;       ///< carries an XRCETH (XRC requests)
 }  // namespace opflag
 
 /** @brief Property bits (opflag::*) of an RC opcode; 0 for an opcode outside the RC set. */
@@ -179,11 +184,15 @@ constexpr uint16_t opcode_flags(BthOpcode op) {
     case Transport::UC: return low <= 0x0b ? rc_opcode_flags(rc_equivalent(op)) : 0;
     case Transport::UD:
       return low == 0x04 || low == 0x05 ? rc_opcode_flags(rc_equivalent(op)) | opflag::kDeth : 0;
+    case Transport::XRC: {
+      const uint16_t f = rc_opcode_flags(rc_equivalent(op));
+      return (f & opflag::kRequest) ? f | opflag::kXrcEth : f;
+    }
     default: return 0;
   }
 }
 
-/** @brief True for the RC, UC and UD opcodes above; a parser rejects anything else. */
+/** @brief True for the RC, UC, UD and XRC opcodes above; a parser rejects anything else. */
 constexpr bool is_valid_opcode(BthOpcode op) { return (opcode_flags(op) & opflag::kValid) != 0; }
 /** @brief The packet carries a RETH (first/only packet of an RDMA WRITE, every READ request). */
 constexpr bool has_reth(BthOpcode op) { return (opcode_flags(op) & opflag::kReth) != 0; }
@@ -191,6 +200,8 @@ constexpr bool has_reth(BthOpcode op) { return (opcode_flags(op) & opflag::kReth
 constexpr bool has_imm(BthOpcode op) { return (opcode_flags(op) & opflag::kImm) != 0; }
 /** @brief The packet carries an IETH (last/only packet of SEND_WITH_INVALIDATE). */
 constexpr bool has_ieth(BthOpcode op) { return (opcode_flags(op) & opflag::kIeth) != 0; }
+/** @brief The packet carries an XRCETH (every XRC request). */
+constexpr bool has_xrceth(BthOpcode op) { return (opcode_flags(op) & opflag::kXrcEth) != 0; }
 /** @brief The packet carries a DETH (every UD packet). */
 constexpr bool has_deth(BthOpcode op) { return (opcode_flags(op) & opflag::kDeth) != 0; }
 /** @brief The packet carries an AETH (ACK, ATOMIC ACK, READ response first/last/only). */
@@ -228,7 +239,8 @@ constexpr bool is_response(BthOpcode op) { return is_valid_opcode(op) && !is_req
 /** @brief Bytes of extension headers that follow the BTH for this opcode. */
 constexpr size_t ext_header_length(BthOpcode op) {
   const uint16_t f = opcode_flags(op);
-  return ((f & opflag::kDeth) ? kDethLen : 0) + ((f & opflag::kReth) ? kRethLen : 0) +
+  return ((f & opflag::kDeth) ? kDethLen : 0) + ((f & opflag::kXrcEth) ? kXrcEthLen : 0) +
+         ((f & opflag::kReth) ? kRethLen : 0) +
          ((f & opflag::kAtomicEth) ? kAtomicEthLen : 0) +
          ((f & opflag::kImm) ? kImmDtLen : 0) + ((f & opflag::kIeth) ? kIethLen : 0) +
          ((f & opflag::kAeth) ? kAethLen : 0) + ((f & opflag::kAtomicAckEth) ? kAtomicAckEthLen : 0);
@@ -314,6 +326,7 @@ struct Headers {
 
   // Extension headers (present according to opcode)
   Deth deth;  ///< used when has_deth(opcode)
+  uint32_t xrc_srqn = 0;  ///< XRCETH: the XRC SRQ the request is for (24 bits), when has_xrceth(opcode)
   Reth reth;  ///< used when has_reth(opcode)
   Aeth aeth;  ///< used when has_aeth(opcode)
   /// ImmDt exactly as verbs holds it (ibv_send_wr::imm_data / ibv_wc::imm_data): network order, copied raw.
@@ -418,7 +431,7 @@ enum class ParseError : uint8_t {
   BadUdpLength,       ///< UDP length disagrees with the IP length
   NotRoceV2Port,      ///< UDP destination port is not 4791
   BadBthVersion,      ///< BTH TVer != 0
-  UnknownOpcode,      ///< not an RC, UC or UD opcode this library handles
+  UnknownOpcode,      ///< not an RC, UC, UD or XRC opcode this library handles
   BadLength,          ///< too short for BTH + extension headers + ICRC, or not a 4-byte multiple
   BadPadCount,        ///< pad count larger than the payload area, or non-zero without payload
   UnexpectedPayload,  ///< payload bytes after an opcode that carries none
@@ -443,7 +456,7 @@ struct ParsedFrame {
  *
  * Checks EtherType, IP version, IHL, header checksum (IPv4), fragmentation,
  * protocol, IP and UDP lengths, UDP port 4791, BTH TVer, that the opcode is a
- * known RC, UC or UD opcode, that the UDP payload holds exactly BTH + that opcode's
+ * known RC, UC, UD or XRC opcode, that the UDP payload holds exactly BTH + that opcode's
  * extension headers + payload + pad + ICRC, and (if @p check_icrc) the ICRC.
  * Bytes after the IP datagram (Ethernet minimum-size padding, an FCS) are
  * ignored. The UDP checksum is not verified: the ICRC covers the same bytes end

@@ -198,7 +198,7 @@ TEST(Opcode, ValuesMatchIbta) {
   EXPECT_EQ(static_cast<int>(BthOpcode::SEND_ONLY_WITH_INVALIDATE), 0x17);
   // Outside every known set: reserved RC 0x15, UC READ/ACK (0x2c, 0x31), UD SEND_FIRST and
   // WRITE (0x60, 0x6a), RD (0x44), CNP (0x81).
-  for (int v : {0x15, 0x18, 0x1f, 0x2c, 0x31, 0x44, 0x60, 0x6a, 0x81, 0xff}) {
+  for (int v : {0x15, 0x18, 0x1f, 0x2c, 0x31, 0x44, 0x60, 0x6a, 0x81, 0xb5, 0xff}) {
     EXPECT_FALSE(is_valid_opcode(static_cast<BthOpcode>(v))) << v;
     EXPECT_STREQ(opcode_name(static_cast<BthOpcode>(v)), "UNKNOWN");
   }
@@ -232,6 +232,40 @@ TEST(Opcode, UdIsSendOnlyWithDeth) {
   EXPECT_EQ(ext_header_length(BthOpcode::UD_SEND_ONLY), kDethLen);
   EXPECT_EQ(ext_header_length(BthOpcode::UD_SEND_ONLY_WITH_IMMEDIATE), kDethLen + kImmDtLen);
   EXPECT_STREQ(opcode_name(BthOpcode::UD_SEND_ONLY_WITH_IMMEDIATE), "UD_SEND_ONLY_IMM");
+}
+
+TEST(Opcode, XrcIsRcWithAnXrcEthOnRequests) {
+  for (uint8_t low = 0; low < 32; ++low) {
+    const auto rc = static_cast<BthOpcode>(low);
+    const auto x = in_transport(rc, Transport::XRC);
+    EXPECT_EQ(is_valid_opcode(x), is_valid_opcode(rc)) << int(low);
+    if (!is_valid_opcode(rc)) continue;
+    EXPECT_EQ(has_xrceth(x), is_request(rc)) << int(low);
+    EXPECT_EQ(ext_header_length(x), ext_header_length(rc) + (is_request(rc) ? kXrcEthLen : 0)) << int(low);
+  }
+  EXPECT_STREQ(opcode_name(BthOpcode::XRC_SEND_ONLY), "XRC_SEND_ONLY");
+  EXPECT_STREQ(opcode_name(BthOpcode::XRC_ACKNOWLEDGE), "XRC_ACK");
+}
+
+TEST(Build, XrcWriteCarriesXrcEthBeforeReth) {
+  Headers h;
+  h.opcode = in_transport(BthOpcode::RDMA_WRITE_ONLY, Transport::XRC);
+  h.xrc_srqn = 0x00abcd;
+  h.reth.va = 0x1122334455667788ull;
+  h.reth.rkey = 0x99;
+  h.reth.dma_len = 4;
+  const uint8_t payload[4] = {9, 8, 7, 6};
+  uint8_t out[256];
+  const size_t n = build_frame(h, payload, 4, out, sizeof out);
+  ASSERT_GT(n, 0u);
+  const uint8_t* bth = out + kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;
+  EXPECT_EQ(bth[0], 0xaa);
+  EXPECT_EQ(be32(bth + kBthLen), 0x0000abcdu);                  // XRCETH
+  EXPECT_EQ(be32(bth + kBthLen + kXrcEthLen), 0x11223344u);     // then the RETH
+  ParsedFrame f;
+  ASSERT_EQ(parse_frame(out, n, f), ParseError::Ok);
+  EXPECT_EQ(f.h.xrc_srqn, 0xabcdu);
+  EXPECT_EQ(f.h.reth.va, h.reth.va);
 }
 
 TEST(Build, UdSendOnlyImmCarriesDethBeforeImmDt) {

@@ -121,6 +121,17 @@ struct DatagramSeg {
 };
 constexpr uint32_t kDatagramSegs = sizeof(DatagramSeg) / kSegmentSize;  ///< 16-byte segments it takes
 
+/** @brief XRC segment (XRC send WQEs only, right after the control segment). */
+struct XrcSeg {
+  uint32_t srqn;  ///< BE: [23:0] the remote XRC SRQ the message is for
+  uint8_t rsvd[12];
+};
+inline void set_xrc_seg(XrcSeg& x, uint32_t srqn) {
+  x = XrcSeg{};
+  x.srqn = to_be32(srqn & kQpnMask);
+}
+inline uint32_t xrc_seg_srqn(const XrcSeg& x) { return from_be32(x.srqn) & kQpnMask; }
+
 /**
  * @brief Memory-window bind segment (BindMw WQEs, right after the control segment): bind the
  * window whose key index is @ref new_rkey's to [addr, addr + length) of the MR @ref mr_lkey.
@@ -205,7 +216,9 @@ struct Cqe {
   uint8_t vendor_syndrome;
   uint8_t flags;       ///< CqeFlags
   uint8_t req_opcode;  ///< WqeOpcode of the completed send WQE (requester CQEs)
-  uint8_t rsvd0[33];
+  uint8_t rsvd0[2];
+  uint32_t srqn;  ///< BE: with kCqeSrq, the shared receive queue wqe_counter indexes
+  uint8_t rsvd1[27];
   uint8_t op_own;  ///< [7:4] CqeOpcode, [0] owner bit
 };
 
@@ -310,11 +323,22 @@ inline const char* qp_state_name(QpState s) {
   return unsigned(s) < 7 ? n[unsigned(s)] : "?";
 }
 
-/** @brief QP transport types (values equal enum ibv_qp_type). */
-enum class QpType : uint8_t { Rc = 2, Uc = 3, Ud = 4 };
-/** @brief "RC", "UC", "UD"; "?" otherwise. */
+/**
+ * @brief QP transport types (values equal enum ibv_qp_type). An XRC send QP is an RC requester
+ * whose every request names a remote XRC SRQ; an XRC receive QP is an RC responder with no
+ * queues of its own, taking its receive WQEs from the XRC SRQ each request names.
+ */
+enum class QpType : uint8_t { Rc = 2, Uc = 3, Ud = 4, XrcSend = 9, XrcRecv = 10 };
+/** @brief "RC", "UC", "UD", "XRC_SEND", "XRC_RECV"; "?" otherwise. */
 inline const char* qp_type_name(QpType t) {
-  return t == QpType::Rc ? "RC" : t == QpType::Uc ? "UC" : t == QpType::Ud ? "UD" : "?";
+  switch (t) {
+    case QpType::Rc: return "RC";
+    case QpType::Uc: return "UC";
+    case QpType::Ud: return "UD";
+    case QpType::XrcSend: return "XRC_SEND";
+    case QpType::XrcRecv: return "XRC_RECV";
+  }
+  return "?";
 }
 constexpr uint32_t kNoSrq = 0xffffffff;  ///< Qpc::srqn of a QP with its own receive queue
 
@@ -369,8 +393,8 @@ struct Qpc {
   uint8_t sqd_notify;   ///< raise an SQ-drained event after RTS->SQD
   uint8_t type;         ///< QpType (fixed at creation)
   uint8_t rsvd_tail[6];
-  uint32_t qkey;  ///< UD: Q_Key a packet must carry to be accepted, and the one privileged sends use
-  uint32_t rsvd_qkey;
+  uint32_t qkey;   ///< UD: Q_Key a packet must carry to be accepted, and the one privileged sends use
+  uint32_t xrcdn;  ///< XRC receive QP: its XRC domain (the SRQs its requests may name)
 };
 
 /**
@@ -388,6 +412,8 @@ struct Srqc {
   uint32_t limit;       ///< armed limit: raise SrqLimit once when fewer WQEs than this are posted; 0 = off
   BufferDesc buf;
   uint64_t dbrec_addr;  ///< DMA address of the QpDbrec whose rq_counter is the producer counter
+  uint32_t xrcdn;       ///< XRC SRQ: its XRC domain; 0 for an ordinary SRQ
+  uint32_t cqn;         ///< XRC SRQ: where its completions go (an XRC receive QP has no CQ)
 };
 
 /** @brief Completion queue context (host order). */
@@ -441,6 +467,8 @@ enum class CmdOpcode : uint16_t {
   ModifyQp = 0x501,
   QueryQp = 0x50b,
   DestroyQp = 0x502,
+  AllocXrcd = 0x80e,    ///< returns the XRC domain number in arg0
+  DeallocXrcd = 0x80f,  ///< arg0 the XRC domain
   AllocMw = 0x203,    ///< arg0 PDN, arg1 type (1 or 2); returns the window's first key in arg0
   DeallocMw = 0x204,  ///< arg0 the window's key
   CreateSrq = 0x700,
@@ -675,6 +703,7 @@ struct CqeFields {
   uint32_t qpn = 0;
   uint32_t src_qp = 0;
   uint16_t wqe_counter = 0;
+  uint32_t srqn = 0;  ///< with kCqeSrq
   CqeSyndrome syndrome = CqeSyndrome::Ok;
   uint8_t vendor_syndrome = 0;
   uint8_t flags = 0;  ///< CqeFlags
@@ -689,6 +718,7 @@ inline void set_cqe(Cqe& c, const CqeFields& f, uint8_t owner) {
   c.qpn = to_be32(f.qpn & kQpnMask);
   c.src_qp = to_be32(f.src_qp);
   c.wqe_counter = to_be16(f.wqe_counter);
+  c.srqn = to_be32(f.srqn);
   c.syndrome = uint8_t(f.syndrome);
   c.vendor_syndrome = f.vendor_syndrome;
   c.flags = f.flags;
@@ -705,6 +735,7 @@ inline CqeFields get_cqe(const Cqe& c) {
   f.qpn = from_be32(c.qpn) & kQpnMask;
   f.src_qp = from_be32(c.src_qp);
   f.wqe_counter = from_be16(c.wqe_counter);
+  f.srqn = from_be32(c.srqn);
   f.syndrome = CqeSyndrome(c.syndrome);
   f.vendor_syndrome = c.vendor_syndrome;
   f.flags = c.flags;
@@ -860,6 +891,7 @@ static_assert(sizeof(CqDbrec) == 8);
 static_assert(sizeof(BufferDesc) == 24);
 static_assert(sizeof(DatagramSeg) == 2 * kSegmentSize);
 static_assert(sizeof(BindSeg) == 2 * kSegmentSize);
+static_assert(sizeof(XrcSeg) == kSegmentSize);
 static_assert(sizeof(Qpc) <= sizeof(CmdMailbox::in));
 static_assert(sizeof(Srqc) <= sizeof(CmdMailbox::in));
 static_assert(sizeof(HcaCaps) <= sizeof(CmdMailbox::out));
