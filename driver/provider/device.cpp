@@ -381,5 +381,4 @@ int get_async_event(ibv_context* context, ibv_async_event* event) {
 
 void ack_async_event(ibv_async_event*) {}
 
-
 }  // namespace hcasim::drv

@@ -163,10 +163,10 @@ struct SimSrq {
   std::unique_ptr<QueueBuffer> ring;
   uint32_t log = 0, stride_log = 0;
   uint32_t max_wr = 0, max_sge = 0;
-  uint16_t head = 0;         ///< producer counter (WQEs posted)
-  uint16_t tail = 0;         ///< oldest slot not yet completed
+  uint16_t head = 0;  ///< producer counter (WQEs posted)
+  uint16_t tail = 0;  ///< oldest slot not yet completed
   std::vector<uint64_t> wrid;
-  std::vector<uint8_t> done;  ///< per slot: completed, waiting for the tail to pass it
+  std::vector<uint8_t> done;     ///< per slot: completed, waiting for the tail to pass it
   hw::QpDbrec* dbrec = nullptr;  ///< rq_counter is the producer counter the device reads
   std::atomic<int> users{0};     ///< QPs attached (destroy -> EBUSY)
   SrqEvents events;

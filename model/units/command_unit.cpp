@@ -101,7 +101,8 @@ hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
   if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
     return hw::CmdStatus::BadResource;
   const auto type = hw::QpType(q.type);
-  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud) return hw::CmdStatus::BadParam;
+  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud)
+    return hw::CmdStatus::BadParam;
   if (q.srqn != hw::kNoSrq && !srqs_.find(q.srqn)) return hw::CmdStatus::BadResource;
   q.qpn = next_qpn_++;
   q.state = uint8_t(hw::QpState::Reset);

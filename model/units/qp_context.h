@@ -116,9 +116,9 @@ struct QpContext {
   uint32_t write_rkey = 0;
   uint32_t write_len = 0;  ///< RETH DMA length of the WRITE in progress
   uint32_t write_done = 0;
-  bool nak_pending = false;  ///< a PSN sequence error NAK was sent; stay quiet until the resend
-  bool comm_est = false;     ///< communication-established event already raised
-  bool uc_dropping = false;  ///< UC: a packet of this message was lost; drop until the next FIRST/ONLY
+  bool nak_pending = false;       ///< a PSN sequence error NAK was sent; stay quiet until the resend
+  bool comm_est = false;          ///< communication-established event already raised
+  bool uc_dropping = false;       ///< UC: a packet of this message was lost; drop until the next FIRST/ONLY
   bool last_wqe_reached = false;  ///< SRQ: the last-WQE-reached event was raised (once per ERR)
   /** Atomic results by PSN, so a duplicate atomic is answered again, not executed twice. */
   struct AtomicReplay {

@@ -58,8 +58,12 @@ bool Responder::take_srq_recv(QpContext& qp) {
   ++srq->ci;
   ++recv_wqes_;
   HCASIM_TRACE(u_.tracer, WqeFetch, WqeFetch, qpn,
-               TraceFields().set_wqe(r.index).set_count(r.nsge).set_queue(srq->srqc.srqn).set_flag(kTfRq).set_flag(
-                   kTfSrq),
+               TraceFields()
+                   .set_wqe(r.index)
+                   .set_count(r.nsge)
+                   .set_queue(srq->srqc.srqn)
+                   .set_flag(kTfRq)
+                   .set_flag(kTfSrq),
                "SRQ 0x%x WQE %u: %u SGE(s)", srq->srqc.srqn, r.index, r.nsge);
   check_srq_limit(*srq, qpn);
   return true;

@@ -109,13 +109,17 @@ enum class BthOpcode : uint8_t {
 };
 
 /** @brief The transport of @p op (its top three bits). */
-constexpr Transport transport_of(BthOpcode op) { return static_cast<Transport>(static_cast<uint8_t>(op) >> 5); }
+constexpr Transport transport_of(BthOpcode op) {
+  return static_cast<Transport>(static_cast<uint8_t>(op) >> 5);
+}
 /** @brief The opcode with the same low five bits in transport @p t (SEND_ONLY in UD is UD_SEND_ONLY). */
 constexpr BthOpcode in_transport(BthOpcode op, Transport t) {
   return static_cast<BthOpcode>((static_cast<uint8_t>(t) << 5) | (static_cast<uint8_t>(op) & 0x1f));
 }
 /** @brief The RC opcode with the same meaning (the low five bits): UC_SEND_ONLY is SEND_ONLY. */
-constexpr BthOpcode rc_equivalent(BthOpcode op) { return static_cast<BthOpcode>(static_cast<uint8_t>(op) & 0x1f); }
+constexpr BthOpcode rc_equivalent(BthOpcode op) {
+  return static_cast<BthOpcode>(static_cast<uint8_t>(op) & 0x1f);
+}
 
 /// Per-opcode property bits; one switch answers every predicate so each compiles to a table lookup.
 namespace opflag {
@@ -229,9 +233,9 @@ constexpr bool is_response(BthOpcode op) { return is_valid_opcode(op) && !is_req
 constexpr size_t ext_header_length(BthOpcode op) {
   const uint16_t f = opcode_flags(op);
   return ((f & opflag::kDeth) ? kDethLen : 0) + ((f & opflag::kReth) ? kRethLen : 0) +
-         ((f & opflag::kAtomicEth) ? kAtomicEthLen : 0) +
-         ((f & opflag::kImm) ? kImmDtLen : 0) + ((f & opflag::kIeth) ? kIethLen : 0) +
-         ((f & opflag::kAeth) ? kAethLen : 0) + ((f & opflag::kAtomicAckEth) ? kAtomicAckEthLen : 0);
+         ((f & opflag::kAtomicEth) ? kAtomicEthLen : 0) + ((f & opflag::kImm) ? kImmDtLen : 0) +
+         ((f & opflag::kIeth) ? kIethLen : 0) + ((f & opflag::kAeth) ? kAethLen : 0) +
+         ((f & opflag::kAtomicAckEth) ? kAtomicAckEthLen : 0);
 }
 
 /** @brief Short readable name ("SEND_ONLY_IMM", "WRITE_FIRST", "READ_RESP_LAST", "ACK"..., with a

@@ -247,8 +247,8 @@ TEST(Build, UdSendOnlyImmCarriesDethBeforeImmDt) {
   ASSERT_GT(n, 0u);
   const uint8_t* bth = out + kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;
   EXPECT_EQ(bth[0], 0x65);
-  EXPECT_EQ(be32(bth + kBthLen), 0x11111111u);          // DETH Q_Key
-  EXPECT_EQ(be32(bth + kBthLen + 4), 0x00abcdefu);      // reserved byte, then the source QP
+  EXPECT_EQ(be32(bth + kBthLen), 0x11111111u);                          // DETH Q_Key
+  EXPECT_EQ(be32(bth + kBthLen + 4), 0x00abcdefu);                      // reserved byte, then the source QP
   EXPECT_EQ(std::memcmp(bth + kBthLen + kDethLen, &h.imm_data, 4), 0);  // ImmDt after the DETH
   ParsedFrame f;
   ASSERT_EQ(parse_frame(out, n, f), ParseError::Ok);

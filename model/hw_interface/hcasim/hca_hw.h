@@ -356,11 +356,11 @@ struct Qpc {
 struct Srqc {
   uint32_t srqn;
   uint32_t pdn;
-  uint32_t eqn;         ///< the event queue its limit event goes to
-  uint8_t log_size;     ///< ring size in WQEs, log2
-  uint8_t log_stride;   ///< WQE size in bytes, log2
+  uint32_t eqn;        ///< the event queue its limit event goes to
+  uint8_t log_size;    ///< ring size in WQEs, log2
+  uint8_t log_stride;  ///< WQE size in bytes, log2
   uint8_t rsvd[2];
-  uint32_t limit;       ///< armed limit: raise SrqLimit once when fewer WQEs than this are posted; 0 = off
+  uint32_t limit;  ///< armed limit: raise SrqLimit once when fewer WQEs than this are posted; 0 = off
   BufferDesc buf;
   uint64_t dbrec_addr;  ///< DMA address of the QpDbrec whose rq_counter is the producer counter
 };
