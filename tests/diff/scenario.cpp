@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file scenario.cpp
- * @brief The differential suite's scenario program: the same RC scenarios on any ibverbs
+ * @brief The differential suite's scenario program: the same RC, UC, UD and SRQ scenarios on any ibverbs
  *        device (the simulator, Soft-RoCE, hardware), each printing a canonical, normalised
  *        log of what the application can observe — every post's return code, every completion
  *        (status, opcode, byte_len, imm_data, wc_flags, in poll order per CQ), completion
