@@ -494,10 +494,10 @@ HCASIM_EXPORT int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_
   ibv_gid local{};  // the packet's destination = our source GID
   uint32_t want_type = IBV_GID_TYPE_IB;
   ah_attr->is_global = 1;
-  ah_attr->grh.hop_limit = 0xff;
   if ((raw[0] >> 4) == 6) {  // GRH (IB, RoCE v1) or IPv6 (RoCE v2)
     const uint32_t vtf = ntohl(grh->version_tclass_flow);
     ah_attr->grh.dgid = grh->sgid;
+    ah_attr->grh.hop_limit = grh->hop_limit;  // as rdma-core: answer with the hops it came with
     ah_attr->grh.flow_label = vtf & 0xfffff;
     ah_attr->grh.traffic_class = static_cast<uint8_t>((vtf >> 20) & 0xff);
     local = grh->dgid;
@@ -508,6 +508,7 @@ HCASIM_EXPORT int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_
     const uint8_t* ip = raw + 20;
     ah_attr->grh.dgid = ipv4_mapped_gid(ip + 12);  // source address
     ah_attr->grh.traffic_class = ip[1];
+    ah_attr->grh.hop_limit = ip[8];  // the TTL, as rdma-core's set_ah_attr_by_ipv4()
     local = ipv4_mapped_gid(ip + 16);  // destination address
     want_type = IBV_GID_TYPE_ROCE_V2;
   } else {

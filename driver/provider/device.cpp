@@ -82,7 +82,6 @@ uint64_t get_device_guid(ibv_device* device) {
   return htobe64(k.caps().node_guid);
 }
 
-
 /**
  * The extended verbs (extended.h). verbs.h's dispatchers use an op only if vctx.sz reaches it
  * and it is set; advise_mr stays unset, as in rxe: ibv_advise_mr then returns EOPNOTSUPP (no ODP).
@@ -389,6 +388,5 @@ int get_async_event(ibv_context* context, ibv_async_event* event) {
 }
 
 void ack_async_event(ibv_async_event*) {}
-
 
 }  // namespace hcasim::drv

@@ -141,8 +141,8 @@ struct SimQp {
   hw::QpDbrec* dbrec = nullptr;
   QpEvents events;
   std::unique_ptr<QpExState, QpExStateDeleter> ex;  ///< ibv_wr_* state; set by create_qp_ex only
-  SimXrcd* xrcd = nullptr;  ///< XRC receive QP: its domain
-  bool xrc_opened = false;  ///< a handle from ibv_open_qp (not the QP's creator)
+  SimXrcd* xrcd = nullptr;                          ///< XRC receive QP: its domain
+  bool xrc_opened = false;                          ///< a handle from ibv_open_qp (not the QP's creator)
 };
 
 /**
@@ -152,9 +152,9 @@ struct SimQp {
 struct SimXrcd {
   ibv_xrcd xrcd;  // must stay first
   uint32_t xrcdn = 0;
-  uint64_t inode_key = 0;      ///< (st_dev, st_ino) mixed; 0 for a domain without a file
-  int opens = 0;               ///< ibv_open_xrcd calls not yet closed
-  std::atomic<int> users{0};   ///< XRC SRQs and receive QPs in it (close -> EBUSY)
+  uint64_t inode_key = 0;     ///< (st_dev, st_ino) mixed; 0 for a domain without a file
+  int opens = 0;              ///< ibv_open_xrcd calls not yet closed
+  std::atomic<int> users{0};  ///< XRC SRQs and receive QPs in it (close -> EBUSY)
 };
 
 struct SimSrq;
@@ -178,10 +178,10 @@ struct SimSrq {
   std::unique_ptr<QueueBuffer> ring;
   uint32_t log = 0, stride_log = 0;
   uint32_t max_wr = 0, max_sge = 0;
-  uint16_t head = 0;         ///< producer counter (WQEs posted)
-  uint16_t tail = 0;         ///< oldest slot not yet completed
+  uint16_t head = 0;  ///< producer counter (WQEs posted)
+  uint16_t tail = 0;  ///< oldest slot not yet completed
   std::vector<uint64_t> wrid;
-  std::vector<uint8_t> done;  ///< per slot: completed, waiting for the tail to pass it
+  std::vector<uint8_t> done;     ///< per slot: completed, waiting for the tail to pass it
   hw::QpDbrec* dbrec = nullptr;  ///< rq_counter is the producer counter the device reads
   std::atomic<int> users{0};     ///< QPs attached (destroy -> EBUSY)
   SimXrcd* xrcd = nullptr;       ///< an XRC SRQ's domain

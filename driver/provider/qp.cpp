@@ -148,7 +148,8 @@ Transition xrc_transition(bool recv, ibv_qp_state cur, ibv_qp_state next) {
 /** The legal transition table of ibv_modify_qp(3) for @p type. */
 Transition qp_transition(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next) {
   if (type == IBV_QPT_RC) return rc_transition(cur, next);
-  if (type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV) return xrc_transition(type == IBV_QPT_XRC_RECV, cur, next);
+  if (type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV)
+    return xrc_transition(type == IBV_QPT_XRC_RECV, cur, next);
   return unreliable_transition(type == IBV_QPT_UD, cur, next);
 }
 
@@ -254,6 +255,31 @@ void QpEvents::async_event(hw::EqeType type) {
   push_async_event(qp->ctx, ev);
 }
 
+namespace {
+
+/** The context CreateQp programs for a QP whose rings @p q already holds. */
+hw::Qpc create_qpc(const SimQp& q, const ibv_qp_init_attr& a, const ibv_qp_cap& cap, const hw::HcaCaps& caps,
+                   uint64_t dbrec_iova) {
+  hw::Qpc qpc{};
+  qpc.pdn = q.spd->pdn;
+  qpc.send_cqn = sim(a.send_cq)->cqn;
+  qpc.recv_cqn = sim(a.recv_cq ? a.recv_cq : a.send_cq)->cqn;  // an XRC send QP has none
+  qpc.sq_log_size = uint8_t(q.sq_log);
+  qpc.rq_log_size = uint8_t(q.rq_log);
+  qpc.rq_log_stride = uint8_t(q.rq_stride_log);
+  qpc.max_inline = uint16_t(cap.max_inline_data);
+  qpc.type = uint8_t(a.qp_type);
+  qpc.srqn = a.srq ? sim(a.srq)->srqn : hw::kNoSrq;
+  // A UD QP has no path: its messages are one packet of at most the port's MTU.
+  if (a.qp_type == IBV_QPT_UD) qpc.path_mtu_log = caps.active_mtu_log;
+  qpc.sq_buf = q.sq->desc();
+  qpc.rq_buf = q.rq->desc();
+  qpc.dbrec_addr = dbrec_iova;
+  return qpc;
+}
+
+}  // namespace
+
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   SimContext* c = sim(pd->context);
   KernelDevice& k = *c->kdev;
@@ -299,22 +325,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   q->sq_wrid.assign(1u << q->sq_log, 0);
   q->sq_nbb.assign(1u << q->sq_log, 1);
   q->rq_wrid.assign(1u << q->rq_log, 0);
-  hw::Qpc qpc{};
-  qpc.pdn = q->spd->pdn;
-  qpc.send_cqn = sim(a->send_cq)->cqn;
-  qpc.recv_cqn = sim(a->recv_cq ? a->recv_cq : a->send_cq)->cqn;
-  qpc.sq_log_size = uint8_t(q->sq_log);
-  qpc.rq_log_size = uint8_t(q->rq_log);
-  qpc.rq_log_stride = uint8_t(q->rq_stride_log);
-  qpc.max_inline = uint16_t(cap.max_inline_data);
-  qpc.type = uint8_t(a->qp_type);
-  qpc.srqn = a->srq ? sim(a->srq)->srqn : hw::kNoSrq;
-  // A UD QP has no path: its messages are one packet of at most the port's MTU.
-  if (a->qp_type == IBV_QPT_UD) qpc.path_mtu_log = caps.active_mtu_log;
-  qpc.sq_buf = q->sq->desc();
-  qpc.rq_buf = q->rq->desc();
-  qpc.dbrec_addr = dbrec_iova;
-  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateQp, qpc);
+  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateQp, create_qpc(*q, *a, cap, caps, dbrec_iova));
   if (int e = k.command(mb)) {
     k.dbrecs().free(q->dbrec);
     delete q;
@@ -500,8 +511,8 @@ int validate_bind(const SimQp& q, const ibv_send_wr& wr, bool type1_bind) {
   if (!mw || mw->context != q.qp.context) return EINVAL;
   if ((mw->type == IBV_MW_TYPE_1) != type1_bind) return EINVAL;
   if (hw::key_index(wr.bind_mw.rkey) != hw::key_index(mw->rkey)) return EINVAL;
-  const unsigned known = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
-                         IBV_ACCESS_ZERO_BASED;
+  const unsigned known =
+      IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
   if (wr.bind_mw.bind_info.mw_access_flags & ~known) return EINVAL;
   if (!wr.bind_mw.bind_info.mr && (wr.bind_mw.bind_info.length || !type1_bind)) return EINVAL;
   return 0;
@@ -634,7 +645,8 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr, bool type1_bin
   const uint16_t used = uint16_t(q.sq_head - q.sq_tail.load(std::memory_order_acquire));
   if (used + nbb > (1u << q.sq_log)) return ENOMEM;  // send queue full
   const uint8_t flags = ctrl_flags_for(q, wr);
-  hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags, ctrl_imm_for(p, wr));
+  hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags,
+                   ctrl_imm_for(p, wr));
   copy_to_sq(q, wqe, nbb);
   const uint32_t slot = q.sq_head & ((1u << q.sq_log) - 1);
   q.sq_wrid[slot] = wr.wr_id;
@@ -675,7 +687,9 @@ void write_recv_wqe(uint8_t* slot, uint32_t stride, const ibv_recv_wr& wr) {
   if (uint32_t(wr.num_sge) < max_sge) hw::set_recv_terminator(seg[wr.num_sge]);
 }
 
-int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) { return post_send_wrs(ibqp, wr, bad, false); }
+int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  return post_send_wrs(ibqp, wr, bad, false);
+}
 
 int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, bool type1_bind) {
   SimQp* q = sim(ibqp);

@@ -38,7 +38,7 @@ std::map<std::pair<KernelDevice*, uint32_t>, int>& opened() {
 bool inode_key(int fd, uint64_t& key) {
   key = 0;
   if (fd < 0) return true;
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0) return false;
   key = (uint64_t(st.st_dev) << 40) ^ uint64_t(st.st_ino) ^ 1;
   return true;

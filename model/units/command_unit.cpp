@@ -111,10 +111,13 @@ hw::CmdStatus CommandUnit::resize_cq(hw::CmdMailbox& mb) {
 
 hw::CmdStatus CommandUnit::check_qp_resources(const hw::Qpc& q) {
   const auto type = hw::QpType(q.type);
-  if (type == hw::QpType::XrcRecv) return xrcds_.count(q.xrcdn) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;
-  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud && type != hw::QpType::XrcSend)
+  if (type == hw::QpType::XrcRecv)
+    return xrcds_.count(q.xrcdn) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;
+  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud &&
+      type != hw::QpType::XrcSend)
     return hw::CmdStatus::BadParam;
-  if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn)) return hw::CmdStatus::BadResource;
+  if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
+    return hw::CmdStatus::BadResource;
   if (q.srqn != hw::kNoSrq && !srqs_.find(q.srqn)) return hw::CmdStatus::BadResource;
   return hw::CmdStatus::Ok;
 }
@@ -180,7 +183,9 @@ hw::CmdStatus CommandUnit::destroy_srq(hw::CmdMailbox& mb) {
 
 hw::CmdStatus CommandUnit::dealloc_xrcd(hw::CmdMailbox& mb) {
   bool used = false;
-  qpc_.for_each([&](QpContext& qp) { used = used || (qp.qpc.type == uint8_t(hw::QpType::XrcRecv) && qp.qpc.xrcdn == mb.arg0); });
+  qpc_.for_each([&](QpContext& qp) {
+    used = used || (qp.qpc.type == uint8_t(hw::QpType::XrcRecv) && qp.qpc.xrcdn == mb.arg0);
+  });
   for (uint32_t s : srqs_.ids()) used = used || srqs_.find(s)->srqc.xrcdn == mb.arg0;
   if (used) return hw::CmdStatus::ResourceBusy;  // ibv_close_xrcd(3): EBUSY while in use
   return xrcds_.erase(mb.arg0) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;

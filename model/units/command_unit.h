@@ -35,7 +35,8 @@ class CommandUnit {
   /** @brief Execute one command; status and out are filled in the mailbox. */
   void execute(hw::CmdMailbox& mb);
   const hw::HcaCaps& caps() const { return caps_; }
-  /** @brief Forget every PD and XRC domain (function reset; numbers keep counting up, so stale ones stay invalid). */
+  /** @brief Forget every PD and XRC domain (function reset; numbers keep counting up, so stale ones stay
+   * invalid). */
   void reset_pds() {
     pds_.clear();
     xrcds_.clear();

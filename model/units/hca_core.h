@@ -127,7 +127,9 @@ struct HcaCore {
   FrameBuilder frames;
 
   /** @brief The units the requester and responder use. */
-  TransportUnits transport() { return TransportUnits{prof, tracer, qpc, srqs, fetch, mrs, cq, eq, port, frames}; }
+  TransportUnits transport() {
+    return TransportUnits{prof, tracer, qpc, srqs, fetch, mrs, cq, eq, port, frames};
+  }
 };
 
 }  // namespace hcasim::model

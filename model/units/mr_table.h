@@ -29,15 +29,15 @@ struct MrEntry {
 /** @brief A memory window: its key index, and while bound, the part of an MR it opens. */
 struct MwEntry {
   uint32_t pdn = 0;
-  uint8_t type = 1;      ///< 1: bound with ibv_bind_mw; 2: bound through a WR, to one QP
-  uint8_t tag = 0;       ///< low byte of the current key
+  uint8_t type = 1;  ///< 1: bound with ibv_bind_mw; 2: bound through a WR, to one QP
+  uint8_t tag = 0;   ///< low byte of the current key
   bool bound = false;
   uint32_t mr_key = 0;
-  uint64_t start = 0;    ///< MR virtual address of the window's first byte
+  uint64_t start = 0;  ///< MR virtual address of the window's first byte
   uint64_t length = 0;
-  uint32_t access = 0;   ///< remote AccessFlags granted
+  uint32_t access = 0;  ///< remote AccessFlags granted
   bool zero_based = false;
-  uint32_t qpn = 0;      ///< type 2: the QP it is bound to
+  uint32_t qpn = 0;  ///< type 2: the QP it is bound to
 };
 
 /** @brief Outcome of a bind or an invalidation (IBTA 10.6.7.2, 10.6.7.3). */

@@ -64,8 +64,8 @@ struct SendWqe {
   uint32_t length = 0;  ///< message length
   bool is_inline = false;
   uint8_t inline_buf[kMaxInline];
-  hw::DatagramAddr av;  ///< UD: where this message goes (the WQE's datagram segment)
-  hw::BindInfo bind;    ///< BindMw: the window bind (the WQE's bind segment)
+  hw::DatagramAddr av;    ///< UD: where this message goes (the WQE's datagram segment)
+  hw::BindInfo bind;      ///< BindMw: the window bind (the WQE's bind segment)
   uint32_t xrc_srqn = 0;  ///< XRC send: the remote XRC SRQ (the WQE's XRC segment)
 };
 
@@ -83,7 +83,7 @@ struct InflightMsg {
 /** @brief Receive WQE being filled by an incoming SEND. */
 struct RecvInProgress {
   bool active = false;
-  bool srq = false;  ///< taken from the QP's shared receive queue (index is the SRQ's)
+  bool srq = false;   ///< taken from the QP's shared receive queue (index is the SRQ's)
   uint32_t srqn = 0;  ///< that SRQ
   uint32_t cqn = 0;   ///< an XRC SRQ's completion queue (0: the QP's receive CQ)
   uint32_t pdn = 0;   ///< the PD its lkeys belong to (the SRQ's, or the QP's)
@@ -121,9 +121,9 @@ struct QpContext {
   uint32_t write_rkey = 0;
   uint32_t write_len = 0;  ///< RETH DMA length of the WRITE in progress
   uint32_t write_done = 0;
-  bool nak_pending = false;  ///< a PSN sequence error NAK was sent; stay quiet until the resend
-  bool comm_est = false;     ///< communication-established event already raised
-  bool uc_dropping = false;  ///< UC: a packet of this message was lost; drop until the next FIRST/ONLY
+  bool nak_pending = false;       ///< a PSN sequence error NAK was sent; stay quiet until the resend
+  bool comm_est = false;          ///< communication-established event already raised
+  bool uc_dropping = false;       ///< UC: a packet of this message was lost; drop until the next FIRST/ONLY
   bool last_wqe_reached = false;  ///< SRQ: the last-WQE-reached event was raised (once per ERR)
   uint32_t xrc_srqn = 0;          ///< XRC receive QP: the XRC SRQ the request being handled names
   /** Atomic results by PSN, so a duplicate atomic is answered again, not executed twice. */

@@ -203,12 +203,13 @@ void Requester::decode(QpContext& qp) {
 
 bool Requester::memory_op(QpContext& qp, InflightMsg& m) {
   const bool bind = m.w.op == hw::WqeOpcode::BindMw;
-  const MwOp r = bind ? u_.mrs.bind(m.w.bind, qp.qpc.pdn, qp.qpc.qpn) : u_.mrs.invalidate(m.w.imm, qp.qpc.pdn, qp.qpc.qpn);
+  const MwOp r = bind ? u_.mrs.bind(m.w.bind, qp.qpc.pdn, qp.qpc.qpn)
+                      : u_.mrs.invalidate(m.w.imm, qp.qpc.pdn, qp.qpc.qpn);
   const uint32_t key = bind ? m.w.bind.new_rkey : m.w.imm;
   HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn,
                TraceFields().set_wqe(m.w.index).set_key(key).set_flag(kTfError, r != MwOp::Ok),
-               bind ? "WQE %u BIND_MW: window 0x%x -> %s" : "WQE %u LOCAL_INV: window 0x%x -> %s", m.w.index, key,
-               mw_op_name(r));
+               bind ? "WQE %u BIND_MW: window 0x%x -> %s" : "WQE %u LOCAL_INV: window 0x%x -> %s", m.w.index,
+               key, mw_op_name(r));
   if (r == MwOp::Ok) return true;
   // IBTA 10.6.7.2.1: a failed bind completes with a bind error; a failed invalidate is an
   // invalid local operation (rxe reports both the same way). The QP goes to ERR.
@@ -351,7 +352,7 @@ void Requester::tx(QpContext& qp) {
     }
     InflightMsg& m = qp.inflight[qp.tx_msg];
     if (m.local_error != hw::CqeSyndrome::Ok) return;  // waits for earlier messages, then fails
-    if (m.npkts == 0) {  // NOP, bind, local invalidate: nothing on the wire
+    if (m.npkts == 0) {                                // NOP, bind, local invalidate: nothing on the wire
       if (is_memory_op(m.w.op) && !memory_op(qp, m)) return;
       m.sent = true;
       ++qp.tx_msg;

@@ -64,8 +64,12 @@ bool Responder::take_srq_recv(QpContext& qp, uint32_t srqn) {
   ++srq->ci;
   ++recv_wqes_;
   HCASIM_TRACE(u_.tracer, WqeFetch, WqeFetch, qpn,
-               TraceFields().set_wqe(r.index).set_count(r.nsge).set_queue(srq->srqc.srqn).set_flag(kTfRq).set_flag(
-                   kTfSrq),
+               TraceFields()
+                   .set_wqe(r.index)
+                   .set_count(r.nsge)
+                   .set_queue(srq->srqc.srqn)
+                   .set_flag(kTfRq)
+                   .set_flag(kTfSrq),
                "SRQ 0x%x WQE %u: %u SGE(s)", srq->srqc.srqn, r.index, r.nsge);
   check_srq_limit(*srq, qpn);
   return true;
@@ -276,7 +280,9 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
   if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
 }
 
-uint32_t Responder::recv_cqn(const QpContext& qp) const { return qp.recv.cqn ? qp.recv.cqn : qp.qpc.recv_cqn; }
+uint32_t Responder::recv_cqn(const QpContext& qp) const {
+  return qp.recv.cqn ? qp.recv.cqn : qp.qpc.recv_cqn;
+}
 
 bool Responder::xrc_target(QpContext& qp, const wire::Headers& h) {
   SrqContext* srq = u_.srqs.find(h.xrc_srqn);

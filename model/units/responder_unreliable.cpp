@@ -41,8 +41,8 @@ void Responder::on_ud_request(QpContext& qp, const wire::ParsedFrame& f) {
   HCASIM_TRACE(u_.tracer, Responder, Note, qp.qpc.qpn,
                TraceFields().set_psn(h.psn).set_peer_qpn(h.deth.src_qp).set_wqe(qp.recv.index),
                "%s from qp 0x%x, Q_Key 0x%x matches: 40-byte network header, then %zu B, into %s WQE %u",
-               wire::opcode_name(h.opcode), h.deth.src_qp, h.deth.qkey, f.payload_len, qp.recv.srq ? "SRQ" : "RQ",
-               qp.recv.index);
+               wire::opcode_name(h.opcode), h.deth.src_qp, h.deth.qkey, f.payload_len,
+               qp.recv.srq ? "SRQ" : "RQ", qp.recv.index);
   uint8_t grh[wire::kGrhLen];
   network_header(f, grh);
   const uint32_t len = uint32_t(f.payload_len);
@@ -107,7 +107,8 @@ void Responder::uc_send(QpContext& qp, const wire::ParsedFrame& f) {
   if (wire::starts_message(h.opcode) && !take_recv(qp)) return uc_drop(qp, h, "no receive WQE posted");
   if (!qp.recv.active) return uc_drop(qp, h, "SEND middle/last without first");
   uint32_t left = 0;
-  if (!place(qp, qp.recv.offset, f.payload, len, left)) return uc_drop(qp, h, "receive buffer protection error");
+  if (!place(qp, qp.recv.offset, f.payload, len, left))
+    return uc_drop(qp, h, "receive buffer protection error");
   if (left) return uc_drop(qp, h, "message longer than the receive WQE");
   qp.recv.offset += len;
   qp.epsn = wire::psn_add(h.psn, 1);
@@ -123,8 +124,8 @@ void Responder::uc_write(QpContext& qp, const wire::ParsedFrame& f) {
   if (wire::starts_message(h.opcode)) {
     if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite))
       return uc_drop(qp, h, "QP access flags do not allow remote write");
-    if (u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn, "rkey") !=
-        MrCheck::Ok)
+    if (u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
+                     "rkey") != MrCheck::Ok)
       return uc_drop(qp, h, "rkey check failed");
     qp.write_active = true;
     qp.write_va = h.reth.va;
@@ -145,8 +146,7 @@ void Responder::uc_write(QpContext& qp, const wire::ParsedFrame& f) {
   if (qp.write_done != qp.write_len) return uc_drop(qp, h, "WRITE shorter than RETH");
   qp.write_active = false;
   ++qp.msn;
-  if (wire::has_imm(h.opcode))
-    completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h, qp.qpc.dest_qpn);
+  if (wire::has_imm(h.opcode)) completion(qp, hw::CqeOpcode::RespWriteImm, qp.write_len, h, qp.qpc.dest_qpn);
 }
 
 }  // namespace hcasim::model

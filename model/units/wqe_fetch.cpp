@@ -50,8 +50,15 @@ bool decode_payload(const uint8_t* raw, uint32_t seg, uint32_t ds, SendWqe& w) {
 }  // namespace
 
 WorkQueue send_queue(QpContext& qp) {
-  return WorkQueue{&qp.qpc.sq_buf, qp.qpc.sq_log_size, kWqeBbShift, &qp.sq_cursor, qp.qpc.qpn, "sq", "wqe",
-                   hw::QpType(qp.qpc.type) == hw::QpType::Ud, hw::QpType(qp.qpc.type) == hw::QpType::XrcSend};
+  return WorkQueue{&qp.qpc.sq_buf,
+                   qp.qpc.sq_log_size,
+                   kWqeBbShift,
+                   &qp.sq_cursor,
+                   qp.qpc.qpn,
+                   "sq",
+                   "wqe",
+                   hw::QpType(qp.qpc.type) == hw::QpType::Ud,
+                   hw::QpType(qp.qpc.type) == hw::QpType::XrcSend};
 }
 
 WorkQueue recv_queue(QpContext& qp) {

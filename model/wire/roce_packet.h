@@ -113,13 +113,17 @@ enum class BthOpcode : uint8_t {
 };
 
 /** @brief The transport of @p op (its top three bits). */
-constexpr Transport transport_of(BthOpcode op) { return static_cast<Transport>(static_cast<uint8_t>(op) >> 5); }
+constexpr Transport transport_of(BthOpcode op) {
+  return static_cast<Transport>(static_cast<uint8_t>(op) >> 5);
+}
 /** @brief The opcode with the same low five bits in transport @p t (SEND_ONLY in UD is UD_SEND_ONLY). */
 constexpr BthOpcode in_transport(BthOpcode op, Transport t) {
   return static_cast<BthOpcode>((static_cast<uint8_t>(t) << 5) | (static_cast<uint8_t>(op) & 0x1f));
 }
 /** @brief The RC opcode with the same meaning (the low five bits): UC_SEND_ONLY is SEND_ONLY. */
-constexpr BthOpcode rc_equivalent(BthOpcode op) { return static_cast<BthOpcode>(static_cast<uint8_t>(op) & 0x1f); }
+constexpr BthOpcode rc_equivalent(BthOpcode op) {
+  return static_cast<BthOpcode>(static_cast<uint8_t>(op) & 0x1f);
+}
 
 /// Per-opcode property bits; one switch answers every predicate so each compiles to a table lookup.
 namespace opflag {
@@ -240,8 +244,7 @@ constexpr bool is_response(BthOpcode op) { return is_valid_opcode(op) && !is_req
 constexpr size_t ext_header_length(BthOpcode op) {
   const uint16_t f = opcode_flags(op);
   return ((f & opflag::kDeth) ? kDethLen : 0) + ((f & opflag::kXrcEth) ? kXrcEthLen : 0) +
-         ((f & opflag::kReth) ? kRethLen : 0) +
-         ((f & opflag::kAtomicEth) ? kAtomicEthLen : 0) +
+         ((f & opflag::kReth) ? kRethLen : 0) + ((f & opflag::kAtomicEth) ? kAtomicEthLen : 0) +
          ((f & opflag::kImm) ? kImmDtLen : 0) + ((f & opflag::kIeth) ? kIethLen : 0) +
          ((f & opflag::kAeth) ? kAethLen : 0) + ((f & opflag::kAtomicAckEth) ? kAtomicAckEthLen : 0);
 }
@@ -325,10 +328,10 @@ struct Headers {
   uint32_t psn = 0;              ///< 24-bit packet sequence number
 
   // Extension headers (present according to opcode)
-  Deth deth;  ///< used when has_deth(opcode)
+  Deth deth;              ///< used when has_deth(opcode)
   uint32_t xrc_srqn = 0;  ///< XRCETH: the XRC SRQ the request is for (24 bits), when has_xrceth(opcode)
-  Reth reth;  ///< used when has_reth(opcode)
-  Aeth aeth;  ///< used when has_aeth(opcode)
+  Reth reth;              ///< used when has_reth(opcode)
+  Aeth aeth;              ///< used when has_aeth(opcode)
   /// ImmDt exactly as verbs holds it (ibv_send_wr::imm_data / ibv_wc::imm_data): network order, copied raw.
   uint32_t imm_data = 0;
   uint32_t ieth_rkey = 0;       ///< rkey to invalidate (host order, like ibv_send_wr::invalidate_rkey)

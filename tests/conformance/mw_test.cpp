@@ -23,8 +23,12 @@ class Mw : public VerbsFixture {
     ASSERT_NE(win_mr_, nullptr) << strerror(errno);
   }
   void TearDown() override {
-    if (mw_) EXPECT_EQ(ibv_dealloc_mw(mw_), 0);
-    if (win_mr_) EXPECT_EQ(ibv_dereg_mr(win_mr_), 0);
+    if (mw_) {
+      EXPECT_EQ(ibv_dealloc_mw(mw_), 0);
+    }
+    if (win_mr_) {
+      EXPECT_EQ(ibv_dereg_mr(win_mr_), 0);
+    }
     VerbsFixture::TearDown();
   }
   uint64_t WinAddr(size_t off) const { return b_.addr(kHalf + off); }

@@ -134,7 +134,7 @@ TEST_F(Srq, LimitEventFiresOnceWhenFewerWqesThanTheLimitRemain) {
   EXPECT_EQ(ev.element.srq, b_.srq);
   ibv_ack_async_event(&ev);
   ASSERT_EQ(ibv_query_srq(b_.srq, &q), 0);
-  EXPECT_EQ(q.srq_limit, 0u);  // disarmed
+  EXPECT_EQ(q.srq_limit, 0u);                                  // disarmed
   ASSERT_EQ(PostSend(a_, 5, IBV_WR_SEND, {a_.sge(0, 8)}), 0);  // 2 left: no second event
   ASSERT_TRUE(PollOne(b_.rcq, wc));
   EXPECT_FALSE(GetAsyncEvent(b_.ctx, ev, 0.2));

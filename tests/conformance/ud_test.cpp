@@ -213,8 +213,8 @@ TEST_F(Ud, StateMachineTakesAQkeyAndNoPath) {
   a.port_num = 1;
   a.qkey = 0x1234;
   EXPECT_EQ(ibv_modify_qp(a_.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT), EINVAL);
-  EXPECT_EQ(ibv_modify_qp(a_.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY |
-                                         IBV_QP_ACCESS_FLAGS),
+  EXPECT_EQ(ibv_modify_qp(a_.qp, &a,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_ACCESS_FLAGS),
             EINVAL);
   ASSERT_EQ(ibv_modify_qp(a_.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
   a = ibv_qp_attr{};

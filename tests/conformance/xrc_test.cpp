@@ -24,7 +24,9 @@ class Xrc : public VerbsFixture {
     for (auto it = qps_.rbegin(); it != qps_.rend(); ++it) EXPECT_EQ(ibv_destroy_qp(*it), 0);
     for (ibv_srq* s : srqs_) EXPECT_EQ(ibv_destroy_srq(s), 0);
     for (ibv_cq* c : cqs_) EXPECT_EQ(ibv_destroy_cq(c), 0);
-    if (xrcd_) EXPECT_EQ(ibv_close_xrcd(xrcd_), 0);
+    if (xrcd_) {
+      EXPECT_EQ(ibv_close_xrcd(xrcd_), 0);
+    }
     VerbsFixture::TearDown();
   }
   static ibv_xrcd* OpenXrcd(ibv_context* ctx, int fd, int oflags) {
@@ -42,7 +44,8 @@ class Xrc : public VerbsFixture {
     ibv_srq_init_attr_ex a{};
     a.attr.max_wr = 8;
     a.attr.max_sge = 1;
-    a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD;
+    a.comp_mask =
+        IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD;
     a.srq_type = IBV_SRQT_XRC;
     a.xrcd = xrcd;
     a.cq = cq;
@@ -168,7 +171,8 @@ TEST_F(Xrc, WriteAndReadThroughAnXrcConnection) {
   ASSERT_NO_FATAL_FAILURE(ConnectXrc(send, recv));
   e2e::fill_pattern(a_.buf, 2000, 2);
   ASSERT_EQ(PostXrc(send, 1, IBV_WR_RDMA_WRITE, SrqNum(s), a_.sge(0, 2000), b_.addr(8192), b_.mr->rkey), 0);
-  ASSERT_EQ(PostXrc(send, 2, IBV_WR_RDMA_READ, SrqNum(s), a_.sge(16384, 2000), b_.addr(8192), b_.mr->rkey), 0);
+  ASSERT_EQ(PostXrc(send, 2, IBV_WR_RDMA_READ, SrqNum(s), a_.sge(16384, 2000), b_.addr(8192), b_.mr->rkey),
+            0);
   std::vector<ibv_wc> w;
   ASSERT_TRUE(PollCq(a_.scq, 2, w));
   EXPECT_TRUE(e2e::wc_is(w[0], WcExpect{1, IBV_WC_RDMA_WRITE, send->qp_num}));

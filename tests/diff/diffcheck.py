@@ -336,6 +336,12 @@ OPCODES = {
     11: "WRITE_ONLY_IMM", 12: "READ_REQUEST", 13: "READ_RESPONSE_FIRST", 14: "READ_RESPONSE_MIDDLE",
     15: "READ_RESPONSE_LAST", 16: "READ_RESPONSE_ONLY", 17: "ACK", 18: "ATOMIC_ACK", 19: "CMP_SWAP",
     20: "FETCH_ADD", 22: "SEND_LAST_INV", 23: "SEND_ONLY_INV",
+    # UC (BTH opcode 0x20 + n, IBTA 9.2 table 38): SEND and RDMA WRITE only, never a response.
+    32: "UC_SEND_FIRST", 33: "UC_SEND_MIDDLE", 34: "UC_SEND_LAST", 35: "UC_SEND_LAST_IMM", 36: "UC_SEND_ONLY",
+    37: "UC_SEND_ONLY_IMM", 38: "UC_WRITE_FIRST", 39: "UC_WRITE_MIDDLE", 40: "UC_WRITE_LAST",
+    41: "UC_WRITE_LAST_IMM", 42: "UC_WRITE_ONLY", 43: "UC_WRITE_ONLY_IMM",
+    # UD (0x64, 0x65): one packet per message, with a DETH (Q_Key, source QP).
+    100: "UD_SEND_ONLY", 101: "UD_SEND_ONLY_IMM",
 }
 RESPONSES = {13, 14, 15, 16, 17, 18}
 NAK_CODES = {0: "PSN_SEQ_ERR", 1: "INVALID_REQUEST", 2: "REMOTE_ACCESS", 3: "REMOTE_OP_ERR", 4: "INVALID_RD_REQUEST"}
@@ -343,7 +349,7 @@ FIELDS = ["frame.number", "ip.src", "ip.dst", "udp.length", "infiniband.bth.opco
           "infiniband.bth.a", "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.bth.padcnt",
           "infiniband.aeth.syndrome", "infiniband.aeth.msn", "infiniband.reth.dmalen",
           "infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt", "infiniband.atomicacketh.origremdt",
-          "infiniband.immdt"]
+          "infiniband.immdt", "infiniband.deth.q_key", "infiniband.deth.srcqp"]
 
 
 def tshark_frames(pcap):
@@ -448,6 +454,12 @@ def normalise(pcap, log):
                 parts.append(f"{name}=0x{v:016x}")
         if fr["infiniband.immdt"].strip():
             parts.append("imm=" + fr["infiniband.immdt"].strip().replace(":", ""))
+        qkey = as_int(fr["infiniband.deth.q_key"])
+        if qkey is not None:
+            # DETH (UD): the Q_Key as sent, the source QP as the side it belongs to.
+            src_qp = as_int(fr["infiniband.deth.srcqp"])
+            own = log.meta[sc]["qpn_a" if sender == "A" else "qpn_b"]
+            parts.append(f"qkey=0x{qkey:08x} src_qp={sender if src_qp == own else 'other'}")
         text = " ".join(parts)
         # Collapse retransmissions (see the module comment).
         if not is_resp:

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file scenario.cpp
- * @brief The differential suite's scenario program: the same RC scenarios on any ibverbs
+ * @brief The differential suite's scenario program: the same RC, UC, UD and SRQ scenarios on any ibverbs
  *        device (the simulator, Soft-RoCE, hardware), each printing a canonical, normalised
  *        log of what the application can observe — every post's return code, every completion
  *        (status, opcode, byte_len, imm_data, wc_flags, in poll order per CQ), completion
@@ -322,6 +322,9 @@ struct Wire {
 
 /** Per-scenario QP and MR settings (identical on both sides). */
 struct Config {
+  ibv_qp_type qp_type = IBV_QPT_RC;
+  bool srq_b = false;          ///< B's QP takes its receives from a shared receive queue
+  uint32_t qkey = 0x11111111;  ///< UD: both QPs' Q_Key
   uint32_t max_inline = 0;
   uint8_t timeout = 14, retry_cnt = 7, rnr_retry = 7, min_rnr_timer = 1;
   unsigned mr_access = kMrAll;  ///< B's MR (A's always has every right)
@@ -337,6 +340,8 @@ struct Side {
   ibv_cq* scq = nullptr;  ///< send CQ (not on the channel)
   ibv_cq* rcq = nullptr;  ///< receive CQ, on the channel
   ibv_qp* qp = nullptr;
+  ibv_srq* srq = nullptr;  ///< with Config::srq_b, on side B
+  ibv_ah* ah = nullptr;    ///< UD: address handle towards the peer's GID
   ibv_qp_cap cap{};
   uint8_t* buf = nullptr;
   ibv_mr* mr = nullptr;
@@ -475,6 +480,31 @@ class Run {
       wr.wr.rdma.remote_addr = raddr;
       wr.wr.rdma.rkey = rkey;
     }
+    return post_wr(s, wr, sges, note);
+  }
+  /** UD: a SEND (or SEND_WITH_IMM) through address handle @p ah to QP @p remote_qpn with Q_Key
+   *  @p qkey. */
+  int post_ud_send(Side& s, uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge> sges, unsigned flags,
+                   ibv_ah* ah, uint32_t remote_qpn, uint32_t qkey, uint32_t imm = 0,
+                   const char* note = nullptr) {
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = sges.empty() ? nullptr : sges.data();
+    wr.num_sge = int(sges.size());
+    wr.opcode = op;
+    wr.send_flags = flags;
+    wr.imm_data = htonl(imm);
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = remote_qpn;
+    wr.wr.ud.remote_qkey = qkey;
+    const std::string n = strf("qpn=%s qkey=0x%08x%s%s", qp_name(s, remote_qpn).c_str(), qkey,
+                               note ? " " : "", note ? note : "");
+    return post_wr(s, wr, sges, n.c_str());
+  }
+  int post_wr(Side& s, ibv_send_wr& wr, const std::vector<ibv_sge>& sges, const char* note) {
+    const uint64_t wr_id = wr.wr_id;
+    const ibv_wr_opcode op = wr.opcode;
+    const unsigned flags = wr.send_flags;
     ibv_send_wr* bad = nullptr;
     const int rc = ibv_post_send(s.qp, &wr, &bad);
     uint64_t len = 0;
@@ -503,9 +533,29 @@ class Run {
         sges.size(), errno_name(rc).c_str());
     return rc;
   }
+  int post_srq_recv(Side& s, uint64_t wr_id, std::vector<ibv_sge> sges) {
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = sges.empty() ? nullptr : sges.data();
+    wr.num_sge = int(sges.size());
+    ibv_recv_wr* bad = nullptr;
+    const int rc = ibv_post_srq_recv(s.srq, &wr, &bad);
+    uint64_t len = 0;
+    for (auto& g : sges) len += g.length;
+    log(s, "post_srq_recv wr=%llu len=%s sge=%zu rc=%s", (unsigned long long)wr_id, len_str(len).c_str(),
+        sges.size(), errno_name(rc).c_str());
+    return rc;
+  }
+  /** Side @p s's name for QP number @p qpn: the peer's QP, its own, or the number. The peer first:
+   *  on the simulator the two sides' QPs (on two devices) may have the same number. */
+  std::string qp_name(const Side& s, uint32_t qpn) const {
+    if (qpn == s.peer.qpn) return std::string(1, s.name == 'A' ? 'B' : 'A');
+    if (s.qp && qpn == s.qp->qp_num) return std::string(1, s.name);
+    return strf("0x%x", qpn);
+  }
 
   /** Polls @p cq of side @p s until @p n completions arrived (or wait_s passed); logs each. */
-  void expect_wc(Side& s, bool recv_cq, int n) {
+  void expect_wc(Side& s, bool recv_cq, int n, std::vector<ibv_wc>* out = nullptr) {
     ibv_cq* cq = recv_cq ? s.rcq : s.scq;
     const char* cqn = recv_cq ? "rcq" : "scq";
     int got = 0;
@@ -518,7 +568,10 @@ class Run {
         log(s, "poll %s rc=%d", cqn, k);
         return;
       }
-      for (int i = 0; i < k; ++i) log_wc(s, cqn, (recv_cq ? ++s.r_seen : ++s.s_seen), wc[i]);
+      for (int i = 0; i < k; ++i) {
+        log_wc(s, cqn, (recv_cq ? ++s.r_seen : ++s.s_seen), wc[i]);
+        if (out) out->push_back(wc[i]);
+      }
       got += k;
       if (k == 0 && (++polls & 63) == 0 && now_s() > deadline) {
         log(s, "%s timeout: %d of %d completion(s)", cqn, got, n);
@@ -571,9 +624,14 @@ class Run {
     if (f & IBV_WC_IP_CSUM_OK) flags += ",IP_CSUM_OK", f &= ~unsigned(IBV_WC_IP_CSUM_OK);
     if (f) flags += strf(",0x%x", f);
     std::string imm = (wc.wc_flags & IBV_WC_WITH_IMM) ? strf("0x%08x", ntohl(wc.imm_data)) : "-";
-    log(s, "wc %s #%d wr=%llu SUCCESS op=%s len=%s imm=%s flags=%s grh=%d qp=%s", cqn, n,
+    // UD receive completions: the sender's QP (src_qp), by side (ibv_poll_cq(3): "UD only").
+    const std::string src = (s.qp->qp_type == IBV_QPT_UD && wc.opcode & IBV_WC_RECV)
+                                ? " src_qp=" + qp_name(s, wc.src_qp)
+                                : std::string();
+    log(s, "wc %s #%d wr=%llu SUCCESS op=%s len=%s imm=%s flags=%s grh=%d qp=%s%s", cqn, n,
         (unsigned long long)wc.wr_id, wc_opcode_name(wc.opcode), len.c_str(), imm.c_str(),
-        flags.empty() ? "-" : flags.c_str() + 1, (wc.wc_flags & IBV_WC_GRH) ? 1 : 0, who.c_str());
+        flags.empty() ? "-" : flags.c_str() + 1, (wc.wc_flags & IBV_WC_GRH) ? 1 : 0, who.c_str(),
+        src.c_str());
   }
 
   /** Arms the receive CQ (solicited_only or next completion). */
@@ -618,6 +676,86 @@ class Run {
     const int rc = ibv_modify_qp(s.qp, &a, IBV_QP_STATE);
     log(s, "modify_qp state=%s rc=%s", qp_state_name(st), errno_name(rc).c_str());
     return rc;
+  }
+
+  // ---- shared receive queues and asynchronous events
+  /** ibv_modify_srq(3) IBV_SRQ_LIMIT: arms the limit event. */
+  void arm_srq(Side& s, uint32_t limit) {
+    ibv_srq_attr a{};
+    a.srq_limit = limit;
+    const int rc = ibv_modify_srq(s.srq, &a, IBV_SRQ_LIMIT);
+    log(s, "modify_srq limit=%u rc=%s", limit, errno_name(rc).c_str());
+  }
+  /** ibv_query_srq(3)'s srq_limit (max_wr / max_sge are device-dependent sizes, not logged). */
+  void query_srq(Side& s) {
+    ibv_srq_attr a{};
+    const int rc = ibv_query_srq(s.srq, &a);
+    if (rc)
+      log(s, "query_srq rc=%s", errno_name(rc).c_str());
+    else
+      log(s, "query_srq limit=%u", a.srq_limit);
+  }
+  /** Asynchronous events on the side's context (ibv_get_async_event(3)): waits up to wait_s for
+   *  one when @p expect, else checks for a short while that none is there. Each is logged by type
+   *  and element (side names, not handles) and acknowledged. */
+  void check_async(Side& s, bool expect) {
+    const double until = now_s() + (expect ? o_.wait_s : 0.05);
+    int got = 0;
+    for (int i = 0;; ++i) {
+      ibv_async_event ev{};
+      if (ibv_get_async_event(s.ctx, &ev) == 0) {
+        ++got;
+        std::string what;
+        switch (ev.event_type) {
+          case IBV_EVENT_SRQ_LIMIT_REACHED:
+            what = strf("SRQ_LIMIT_REACHED srq=%s",
+                        ev.element.srq == s.srq ? std::string(1, s.name).c_str() : "?");
+            break;
+          case IBV_EVENT_SRQ_ERR: what = "SRQ_ERR"; break;
+          case IBV_EVENT_QP_LAST_WQE_REACHED:
+            what = strf("QP_LAST_WQE_REACHED qp=%s",
+                        ev.element.qp == s.qp ? std::string(1, s.name).c_str() : "?");
+            break;
+          case IBV_EVENT_COMM_EST: what = "COMM_EST"; break;
+          case IBV_EVENT_QP_FATAL: what = "QP_FATAL"; break;
+          case IBV_EVENT_CQ_ERR: what = "CQ_ERR"; break;
+          default: what = strf("type%d", int(ev.event_type)); break;
+        }
+        ibv_ack_async_event(&ev);
+        log(s, "async %s", what.c_str());
+        if (expect) break;
+        continue;
+      }
+      if (i >= 20 && now_s() > until) break;
+      pollfd p{s.ctx->async_fd, POLLIN, 0};
+      poll(&p, 1, 1);
+    }
+    if (!got) log(s, "async none");
+  }
+
+  // ---- UD: the 40-byte header in front of every UD receive
+  /**
+   * Logs the 40 bytes at @p off of a UD receive buffer (ibv_poll_cq(3): the GRH). For RoCE v2
+   * over IPv4 the IPv4 header is in its last 20 bytes; what depends on the setup (the addresses,
+   * the identification, the checksum's value) is printed as facts that do not: the source is the
+   * peer's GID, the destination this side's, the checksum is valid. The first 20 bytes are
+   * printed as memory.
+   */
+  void grh(Side& s, size_t off) {
+    mem(s, off, 20);
+    const uint8_t* ip = s.buf + off + 20;
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    // The source is expected to be the peer, the destination this side (with one device, as rxe's
+    // --local, both are the same address).
+    auto is = [&](const uint8_t* a, const ibv_gid& g) { return memcmp(a, g.raw + 12, 4) == 0; };
+    const char* src = is(ip + 12, s.peer.gid) ? "peer" : is(ip + 12, s.me.gid) ? "self" : "other";
+    const char* dst = is(ip + 16, s.me.gid) ? "self" : is(ip + 16, s.peer.gid) ? "peer" : "other";
+    log(s,
+        "grh ipv4 ver=%u ihl=%u tos=0x%02x len=%u flags=0x%x frag=%u ttl=%u proto=%u csum=%s src=%s dst=%s",
+        ip[0] >> 4, ip[0] & 15u, ip[1], unsigned(ip[2] << 8 | ip[3]), ip[6] >> 5,
+        unsigned((ip[6] & 0x1f) << 8 | ip[7]), ip[8], ip[9], sum == 0xffff ? "ok" : "bad", src, dst);
   }
 
   // ---- memory
@@ -716,10 +854,20 @@ class Run {
     memset(s.buf, kFill, kBufSize);
     s.mr = ibv_reg_mr(s.pd, s.buf, kBufSize, int(s.name == 'B' ? cfg_.mr_access : kMrAll));
     if (!s.mr) die("ibv_reg_mr: %s", strerror(errno));
+    const int afl = fcntl(s.ctx->async_fd, F_GETFL);
+    fcntl(s.ctx->async_fd, F_SETFL, afl | O_NONBLOCK);
+    if (cfg_.srq_b && s.name == 'B') {
+      ibv_srq_init_attr sa{};
+      sa.attr.max_wr = 16;
+      sa.attr.max_sge = 4;
+      s.srq = ibv_create_srq(s.pd, &sa);
+      if (!s.srq) die("ibv_create_srq: %s", strerror(errno));
+    }
     ibv_qp_init_attr ia{};
     ia.send_cq = s.scq;
     ia.recv_cq = s.rcq;
-    ia.qp_type = IBV_QPT_RC;
+    ia.srq = s.srq;
+    ia.qp_type = cfg_.qp_type;
     ia.cap.max_send_wr = 16;
     ia.cap.max_recv_wr = 16;
     ia.cap.max_send_sge = 4;
@@ -740,6 +888,8 @@ class Run {
     s.s_seen = s.r_seen = 0;
   }
   void connect(Side& s) {
+    if (cfg_.qp_type == IBV_QPT_UD) return connect_ud(s);
+    const bool uc = cfg_.qp_type == IBV_QPT_UC;
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
@@ -760,9 +910,10 @@ class Run {
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.dlid = s.peer.lid;
     a.ah_attr.port_num = 1;
+    // ibv_modify_qp(3): UC has no READ/atomic resources, no RNR timer, no retries.
     if (ibv_modify_qp(s.qp, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+                          (uc ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
       die("%c: RTR: %s", s.name, strerror(errno));
     a = ibv_qp_attr{};
     a.qp_state = IBV_QPS_RTS;
@@ -772,12 +923,41 @@ class Run {
     a.sq_psn = s.me.psn;
     a.max_rd_atomic = 4;
     if (ibv_modify_qp(s.qp, &a,
-                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                          IBV_QP_MAX_QP_RD_ATOMIC))
+                      uc ? IBV_QP_STATE | IBV_QP_SQ_PSN
+                         : IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                               IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
       die("%c: RTS: %s", s.name, strerror(errno));
   }
+  /** UD (ibv_modify_qp(3)): the Q_Key at INIT, nothing at RTR, the SQ PSN at RTS; then an address
+   *  handle towards the peer's GID (ibv_create_ah(3)). */
+  void connect_ud(Side& s) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = 1;
+    a.qkey = cfg_.qkey;
+    if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+      die("%c: INIT: %s", s.name, strerror(errno));
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_RTR;
+    if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE)) die("%c: RTR: %s", s.name, strerror(errno));
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = s.me.psn;
+    if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) die("%c: RTS: %s", s.name, strerror(errno));
+    ibv_ah_attr aa{};
+    aa.is_global = 1;
+    aa.grh.dgid = s.peer.gid;
+    aa.grh.sgid_index = uint8_t(o_.gid_index);
+    aa.grh.hop_limit = 64;
+    aa.dlid = s.peer.lid;
+    aa.port_num = 1;
+    s.ah = ibv_create_ah(s.pd, &aa);
+    if (!s.ah) die("%c: ibv_create_ah: %s", s.name, strerror(errno));
+  }
   void close_side(Side& s) {
+    if (s.ah && ibv_destroy_ah(s.ah)) die("%c: ibv_destroy_ah: %s", s.name, strerror(errno));
     if (s.qp && ibv_destroy_qp(s.qp)) die("%c: ibv_destroy_qp: %s", s.name, strerror(errno));
+    if (s.srq && ibv_destroy_srq(s.srq)) die("%c: ibv_destroy_srq: %s", s.name, strerror(errno));
     if (s.mr && ibv_dereg_mr(s.mr)) die("%c: ibv_dereg_mr: %s", s.name, strerror(errno));
     if (s.scq && ibv_destroy_cq(s.scq)) die("%c: ibv_destroy_cq: %s", s.name, strerror(errno));
     if (s.rcq && ibv_destroy_cq(s.rcq)) die("%c: ibv_destroy_cq: %s", s.name, strerror(errno));
@@ -1386,6 +1566,237 @@ void sc_fence(Run& r) {
   r.teardown();
 }
 
+// ---- beyond RC: UD, UC and shared receive queues
+
+constexpr uint32_t kGrh = 40;  ///< ibv_poll_cq(3): the GRH at the start of every UD receive buffer
+
+// UD (IBTA 9.8, 10.2.5; ibv_post_send(3), ibv_poll_cq(3), ibv_create_ah_from_wc(3)): SEND and
+// SEND_WITH_IMM from A to B through an address handle (B's buffers: the 40-byte GRH, then the
+// payload; byte_len counts both; IBV_WC_GRH and src_qp set); B answers A through an address
+// handle made from the completion; a SEND with the wrong Q_Key is dropped (the sender completes
+// successfully; the receive WQE stays for the next message); a SEND to a QP with no receive
+// posted is dropped, not retried (no RNR on UD), and the receive posted afterwards takes the next
+// message only.
+void sc_ud(Run& r) {
+  Config c;
+  c.qp_type = IBV_QPT_UD;
+  r.setup(c);
+  const uint32_t qk = c.qkey;
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, kGrh + 256)});
+    r.post_recv(b, 102, {b.sge(4096, kGrh + 256)});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 200, 100);
+    r.fill_pattern(a, 1024, 64, 101);
+    r.post_ud_send(a, 1, IBV_WR_SEND, {a.sge(0, 200)}, SIG, a.ah, a.peer.qpn, qk);
+    r.post_ud_send(a, 2, IBV_WR_SEND_WITH_IMM, {a.sge(1024, 64)}, SIG, a.ah, a.peer.qpn, qk, 0x0d0d0002);
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  std::vector<ibv_wc> got;
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 2, &got);
+    r.grh(b, 0);
+    r.mem(b, kGrh, 200, 100);
+    r.mem(b, kGrh + 200, 56);
+    r.grh(b, 4096);
+    r.mem(b, 4096 + kGrh, 64, 101);
+    r.mem(b, 4096 + kGrh + 64, 192);
+  });
+  r.sync();
+  // The reply: an address handle from B's first receive completion and its GRH.
+  r.on('A', [&](Side& a) { r.post_recv(a, 103, {a.sge(8192, kGrh + 128)}); });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    ibv_ah* reply =
+        got.empty() ? nullptr : ibv_create_ah_from_wc(b.pd, &got[0], reinterpret_cast<ibv_grh*>(b.buf), 1);
+    r.log(b, "create_ah_from_wc %s", reply ? "ok" : errno_name(errno).c_str());
+    if (!reply) return;
+    r.fill_pattern(b, 16384, 100, 102);
+    r.post_ud_send(b, 11, IBV_WR_SEND, {b.sge(16384, 100)}, SIG, reply, got[0].src_qp, qk);
+    r.expect_wc(b, false, 1);
+    r.log(b, "destroy_ah rc=%s", errno_name(ibv_destroy_ah(reply)).c_str());
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.expect_wc(a, true, 1);
+    r.grh(a, 8192);
+    r.mem(a, 8192 + kGrh, 100, 102);
+    r.mem(a, 8192 + kGrh + 100, 28);
+  });
+  r.sync();
+  // The wrong Q_Key (not a privileged one: the high bit is clear): dropped by B.
+  r.on('B', [&](Side& b) { r.post_recv(b, 104, {b.sge(8192, kGrh + 256)}); });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 2048, 32, 103);
+    r.post_ud_send(a, 3, IBV_WR_SEND, {a.sge(2048, 32)}, SIG, a.ah, a.peer.qpn, 0x22222222, 0, "(wrong)");
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_empty(b, true, 200, 100);
+    r.mem(b, 8192, kGrh + 32);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 3072, 32, 104);
+    r.post_ud_send(a, 4, IBV_WR_SEND, {a.sge(3072, 32)}, SIG, a.ah, a.peer.qpn, qk);
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 8192 + kGrh, 32, 104, 103);
+  });
+  r.sync();
+  // No receive posted: dropped, never resent.
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 4096, 48, 105);
+    r.post_ud_send(a, 5, IBV_WR_SEND, {a.sge(4096, 48)}, SIG, a.ah, a.peer.qpn, qk);
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_empty(b, true, 200, 100);
+    r.post_recv(b, 105, {b.sge(12288, kGrh + 256)});
+    r.expect_empty(b, true, 200, 100);
+    r.qp_state(b);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 5120, 48, 106);
+    r.post_ud_send(a, 6, IBV_WR_SEND, {a.sge(5120, 48)}, SIG, a.ah, a.peer.qpn, qk);
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 12288 + kGrh, 48, 106, 105);
+  });
+  r.teardown();
+}
+
+// UC (IBTA 9.7.6.1, 9.8; ibv_post_send(3)): a 3000-byte SEND (FIRST/MIDDLE/LAST) and an
+// RDMA_WRITE_WITH_IMM of 2000 B, with no acknowledgement on the wire; a SEND with no receive
+// posted is lost (no RNR NAK, no retry; the sender completes successfully) and the next SEND
+// lands in the receive posted afterwards.
+void sc_uc(Run& r) {
+  Config c;
+  c.qp_type = IBV_QPT_UC;
+  c.qp_access = IBV_ACCESS_REMOTE_WRITE;
+  r.setup(c);
+  r.on('B', [&](Side& b) {
+    r.post_recv(b, 101, {b.sge(0, 4096)});
+    r.post_recv(b, 102, {b.sge(8192, 64)});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 3000, 110);
+    r.fill_pattern(a, 4096, 2000, 111);
+    r.post_send(a, 1, IBV_WR_SEND, {a.sge(0, 3000)}, SIG);
+    r.post_send(a, 2, IBV_WR_RDMA_WRITE_WITH_IMM, {a.sge(4096, 2000)}, SIG, r.b_addr(16384), r.b_rkey(),
+                0x0c0c0002);
+    r.expect_wc(a, false, 2);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 2);
+    r.mem(b, 0, 3000, 110);
+    r.mem(b, 3000, 1096);
+    r.mem(b, 16384, 2000, 111);
+    r.mem(b, 16384 + 2000, 100);
+    r.mem(b, 8192, 64);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 8192, 64, 112);
+    r.post_send(a, 3, IBV_WR_SEND, {a.sge(8192, 64)}, SIG);
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_empty(b, true, 200, 100);
+    r.post_recv(b, 103, {b.sge(24576, 256)});
+    r.expect_empty(b, true, 200, 100);
+    r.qp_state(b);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 12288, 100, 113);
+    r.post_send(a, 4, IBV_WR_SEND, {a.sge(12288, 100)}, SIG);
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 24576, 100, 113, 112);
+    r.mem(b, 24576 + 100, 156);
+  });
+  r.teardown();
+}
+
+// RC with B's QP on a shared receive queue (ibv_create_srq(3), ibv_post_srq_recv(3),
+// ibv_modify_srq(3), ibv_query_srq(3); IBTA 10.2.9, 11.6.3): SENDs take the SRQ's WQEs in
+// posting order (their wr_ids in B's completions); with the limit armed at 3 of 6 WQEs, no event
+// while 3 remain, IBV_EVENT_SRQ_LIMIT_REACHED when 2 remain, the limit then reads 0 (disarmed)
+// and a further SEND raises no second event.
+void sc_srq(Run& r) {
+  Config c;
+  c.srq_b = true;
+  r.setup(c);
+  r.on('B', [&](Side& b) {
+    for (int i = 0; i < 6; ++i) r.post_srq_recv(b, 201 + i, {b.sge(1024 * i, 1024)});
+    r.arm_srq(b, 3);
+    r.query_srq(b);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    for (int i = 0; i < 3; ++i) {
+      r.fill_pattern(a, 1024 * i, 100 + 100 * i, 120 + i);
+      r.post_send(a, 1 + i, IBV_WR_SEND, {a.sge(1024 * i, 100 + 100 * i)}, SIG);
+    }
+    r.expect_wc(a, false, 3);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 3);
+    for (int i = 0; i < 3; ++i) r.mem(b, 1024 * i, 100 + 100 * i, 120 + i);
+    r.check_async(b, false);  // 3 WQEs left: not fewer than the limit
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 4096, 400, 123);
+    r.post_send(a, 4, IBV_WR_SEND, {a.sge(4096, 400)}, SIG);
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.check_async(b, true);  // 2 left
+    r.query_srq(b);
+    r.mem(b, 3072, 400, 123);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 5120, 500, 124);
+    r.post_send(a, 5, IBV_WR_SEND, {a.sge(5120, 500)}, SIG);
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.check_async(b, false);  // disarmed: no second event
+    r.mem(b, 4096, 500, 124);
+    r.mem(b, 5120, 1024);
+  });
+  r.teardown();
+}
+
 const Scenario kScenarios[] = {
     {"send", sc_send, "SEND, multi-packet and zero-length"},
     {"send_imm", sc_send_imm, "SEND_WITH_IMM"},
@@ -1410,6 +1821,9 @@ const Scenario kScenarios[] = {
     {"atomic_misaligned", sc_atomic_misaligned, "misaligned atomic: REM_INV_REQ_ERR"},
     {"inline_max", sc_inline_max, "inline of exactly max_inline_data"},
     {"fence", sc_fence, "IBV_SEND_FENCE: a SEND waits for the READ before it"},
+    {"ud", sc_ud, "UD SEND / SEND_WITH_IMM, reply via ibv_create_ah_from_wc, wrong Q_Key, no receive"},
+    {"uc", sc_uc, "UC SEND and RDMA_WRITE_WITH_IMM without ACKs; a SEND with no receive is lost"},
+    {"srq", sc_srq, "RC on a shared receive queue: WQEs in order, the SRQ limit event"},
 };
 
 [[noreturn]] void usage(int rc) {

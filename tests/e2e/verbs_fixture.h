@@ -356,8 +356,9 @@ class VerbsFixture : public ::testing::Test {
     a.port_num = 1;
     a.qp_access_flags = int(opts_.qp_access);
     a.qkey = opts_.qkey;
-    return ibv_modify_qp(h.qp, &a,
-                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (Ud() ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
+    return ibv_modify_qp(
+        h.qp, &a,
+        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (Ud() ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS));
   }
   ibv_qp_attr RtrAttr(const Host& peer) const {
     ibv_qp_attr a{};
@@ -376,7 +377,8 @@ class VerbsFixture : public ::testing::Test {
   }
   static constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  static constexpr int kUcRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+  static constexpr int kUcRtrMask =
+      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
   int ToRtr(Host& h, const Host& peer) {
     ibv_qp_attr a = RtrAttr(peer);
     return ibv_modify_qp(h.qp, &a, Ud() ? IBV_QP_STATE : Rc() ? kRtrMask : kUcRtrMask);

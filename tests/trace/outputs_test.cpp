@@ -42,12 +42,9 @@ const std::string kHcasim = [] {
                       : std::string()) +
          HCASIM_BIN;
 }();
-const std::map<std::string, std::string> kScenarios = {{"send_recv", SCN_SEND_RECV},
-                                                       {"write_imm", SCN_WRITE_IMM},
-                                                       {"read_multi_mtu", SCN_READ_MULTI_MTU},
-                                                       {"solicited", SCN_SOLICITED},
-                                                       {"ud_send", SCN_UD_SEND},
-                                                       {"srq_send", SCN_SRQ_SEND}};
+const std::map<std::string, std::string> kScenarios = {
+    {"send_recv", SCN_SEND_RECV}, {"write_imm", SCN_WRITE_IMM}, {"read_multi_mtu", SCN_READ_MULTI_MTU},
+    {"solicited", SCN_SOLICITED}, {"ud_send", SCN_UD_SEND},     {"srq_send", SCN_SRQ_SEND}};
 
 std::string run_cmd(const std::string& cmd, int* status = nullptr) {
   std::string out;

@@ -260,8 +260,8 @@ TEST(Build, XrcWriteCarriesXrcEthBeforeReth) {
   ASSERT_GT(n, 0u);
   const uint8_t* bth = out + kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;
   EXPECT_EQ(bth[0], 0xaa);
-  EXPECT_EQ(be32(bth + kBthLen), 0x0000abcdu);                  // XRCETH
-  EXPECT_EQ(be32(bth + kBthLen + kXrcEthLen), 0x11223344u);     // then the RETH
+  EXPECT_EQ(be32(bth + kBthLen), 0x0000abcdu);               // XRCETH
+  EXPECT_EQ(be32(bth + kBthLen + kXrcEthLen), 0x11223344u);  // then the RETH
   ParsedFrame f;
   ASSERT_EQ(parse_frame(out, n, f), ParseError::Ok);
   EXPECT_EQ(f.h.xrc_srqn, 0xabcdu);
@@ -281,8 +281,8 @@ TEST(Build, UdSendOnlyImmCarriesDethBeforeImmDt) {
   ASSERT_GT(n, 0u);
   const uint8_t* bth = out + kEthHeaderLen + kIpv4HeaderLen + kUdpHeaderLen;
   EXPECT_EQ(bth[0], 0x65);
-  EXPECT_EQ(be32(bth + kBthLen), 0x11111111u);          // DETH Q_Key
-  EXPECT_EQ(be32(bth + kBthLen + 4), 0x00abcdefu);      // reserved byte, then the source QP
+  EXPECT_EQ(be32(bth + kBthLen), 0x11111111u);                          // DETH Q_Key
+  EXPECT_EQ(be32(bth + kBthLen + 4), 0x00abcdefu);                      // reserved byte, then the source QP
   EXPECT_EQ(std::memcmp(bth + kBthLen + kDethLen, &h.imm_data, 4), 0);  // ImmDt after the DETH
   ParsedFrame f;
   ASSERT_EQ(parse_frame(out, n, f), ParseError::Ok);

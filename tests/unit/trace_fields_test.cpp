@@ -160,7 +160,7 @@ TEST(TraceFieldsTest, OneWriteAndOneSendThroughTheModel) {
     c.send_cqn = c.recv_cqn = cqn;
     c.sq_log_size = 6;  // 64 WQEBBs: one page
     c.rq_log_size = 4;
-    c.rq_log_stride = 6;   // 4 data segments per receive WQE
+    c.rq_log_stride = 6;  // 4 data segments per receive WQE
     c.srqn = hw::kNoSrq;
     c.type = uint8_t(hw::QpType::Rc);
     c.sq_buf = mem.table(q.sq, 1);

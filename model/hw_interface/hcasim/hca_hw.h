@@ -405,11 +405,11 @@ struct Qpc {
 struct Srqc {
   uint32_t srqn;
   uint32_t pdn;
-  uint32_t eqn;         ///< the event queue its limit event goes to
-  uint8_t log_size;     ///< ring size in WQEs, log2
-  uint8_t log_stride;   ///< WQE size in bytes, log2
+  uint32_t eqn;        ///< the event queue its limit event goes to
+  uint8_t log_size;    ///< ring size in WQEs, log2
+  uint8_t log_stride;  ///< WQE size in bytes, log2
   uint8_t rsvd[2];
-  uint32_t limit;       ///< armed limit: raise SrqLimit once when fewer WQEs than this are posted; 0 = off
+  uint32_t limit;  ///< armed limit: raise SrqLimit once when fewer WQEs than this are posted; 0 = off
   BufferDesc buf;
   uint64_t dbrec_addr;  ///< DMA address of the QpDbrec whose rq_counter is the producer counter
   uint32_t xrcdn;       ///< XRC SRQ: its XRC domain; 0 for an ordinary SRQ
@@ -469,8 +469,8 @@ enum class CmdOpcode : uint16_t {
   DestroyQp = 0x502,
   AllocXrcd = 0x80e,    ///< returns the XRC domain number in arg0
   DeallocXrcd = 0x80f,  ///< arg0 the XRC domain
-  AllocMw = 0x203,    ///< arg0 PDN, arg1 type (1 or 2); returns the window's first key in arg0
-  DeallocMw = 0x204,  ///< arg0 the window's key
+  AllocMw = 0x203,      ///< arg0 PDN, arg1 type (1 or 2); returns the window's first key in arg0
+  DeallocMw = 0x204,    ///< arg0 the window's key
   CreateSrq = 0x700,
   DestroySrq = 0x701,
   ArmSrq = 0x702,  ///< arg0 SRQN, arg1 the new limit (0 disarms)

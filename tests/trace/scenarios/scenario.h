@@ -103,8 +103,8 @@ static void open_host(struct host* h, struct ibv_device* dev, int index, int wit
 /* UD: RESET -> INIT (Q_Key) -> RTR -> RTS, and an address handle towards @peer. */
 static void connect_ud(struct host* h, const struct host* peer) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = kQkey};
-  CHECK(ibv_modify_qp(h->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0, "INIT: %s",
-        strerror(errno));
+  CHECK(ibv_modify_qp(h->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0,
+        "INIT: %s", strerror(errno));
   a.qp_state = IBV_QPS_RTR;
   CHECK(ibv_modify_qp(h->qp, &a, IBV_QP_STATE) == 0, "RTR: %s", strerror(errno));
   a.qp_state = IBV_QPS_RTS;
@@ -206,8 +206,8 @@ static void post_send(struct host* h, uint64_t wr_id, enum ibv_wr_opcode op, uns
 }
 
 /* UD: a SEND (with immediate) of @len bytes at @offset to @to's QP through @ah. */
-static void post_ud_send(struct host* h, struct ibv_ah* ah, uint32_t remote_qpn, uint64_t wr_id, uint32_t offset,
-                         uint32_t len, uint32_t imm) {
+static void post_ud_send(struct host* h, struct ibv_ah* ah, uint32_t remote_qpn, uint64_t wr_id,
+                         uint32_t offset, uint32_t len, uint32_t imm) {
   struct ibv_sge sge = {.addr = (uintptr_t)h->buf + offset, .length = len, .lkey = h->mr->lkey};
   struct ibv_send_wr wr = {.wr_id = wr_id,
                            .sg_list = &sge,
@@ -231,8 +231,8 @@ static void teardown(struct host* a, struct host* b, struct ibv_device** list) {
   for (int i = 0; i < 2; ++i) {
     struct host* h = hs[i];
     CHECK(!h->ah || ibv_destroy_ah(h->ah) == 0, "ibv_destroy_ah: %s", strerror(errno));
-    CHECK(ibv_destroy_qp(h->qp) == 0 && (!h->srq || ibv_destroy_srq(h->srq) == 0) && ibv_dereg_mr(h->mr) == 0 &&
-              ibv_destroy_cq(h->cq) == 0 &&
+    CHECK(ibv_destroy_qp(h->qp) == 0 && (!h->srq || ibv_destroy_srq(h->srq) == 0) &&
+              ibv_dereg_mr(h->mr) == 0 && ibv_destroy_cq(h->cq) == 0 &&
               (!h->channel || ibv_destroy_comp_channel(h->channel) == 0) && ibv_dealloc_pd(h->pd) == 0 &&
               ibv_close_device(h->ctx) == 0,
           "teardown: %s", strerror(errno));

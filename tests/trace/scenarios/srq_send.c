@@ -19,8 +19,8 @@ int main(void) {
   wait_one(&a, &wc, IBV_WC_SEND, "SEND 1 (sender)");
   wait_one(&a, &wc, IBV_WC_SEND, "SEND 2 (sender)");
   wait_one(&b, &wc, IBV_WC_RECV, "SEND 1 (receiver)");
-  CHECK(wc.wr_id == 301 && wc.byte_len == 1500, "RECV 1: wr_id %llu byte_len %u", (unsigned long long)wc.wr_id,
-        wc.byte_len);
+  CHECK(wc.wr_id == 301 && wc.byte_len == 1500, "RECV 1: wr_id %llu byte_len %u",
+        (unsigned long long)wc.wr_id, wc.byte_len);
   wait_one(&b, &wc, IBV_WC_RECV, "SEND 2 (receiver)");
   CHECK(wc.wr_id == 302 && wc.byte_len == 300, "RECV 2: wr_id %llu byte_len %u", (unsigned long long)wc.wr_id,
         wc.byte_len);
