@@ -508,7 +508,7 @@ HCASIM_EXPORT int ibv_init_ah_from_wc(struct ibv_context* context, uint8_t port_
     const uint8_t* ip = raw + 20;
     ah_attr->grh.dgid = ipv4_mapped_gid(ip + 12);  // source address
     ah_attr->grh.traffic_class = ip[1];
-    ah_attr->grh.hop_limit = ip[8];  // the TTL, as rdma-core's set_ah_attr_by_ipv4()
+    ah_attr->grh.hop_limit = ip[8];    // the TTL, as rdma-core's set_ah_attr_by_ipv4()
     local = ipv4_mapped_gid(ip + 16);  // destination address
     want_type = IBV_GID_TYPE_ROCE_V2;
   } else {

@@ -285,6 +285,83 @@ TEST_F(Mw, SendWithInvalidateOfAnUnboundWindowIsAnInvalidRequest) {
   EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR) << e2e::describe(wc);
 }
 
+// ibv_wr_post(3): ibv_wr_bind_mw, ibv_wr_send_inv and ibv_wr_local_inv build the same WRs.
+TEST_F(Mw, ExtendedApiBindsAndInvalidates) {
+  mw_ = ibv_alloc_mw(b_.pd, IBV_MW_TYPE_2);
+  ASSERT_NE(mw_, nullptr);
+  auto make = [&](Host& h) {
+    ibv_qp_init_attr_ex ia{};
+    ia.qp_type = IBV_QPT_RC;
+    ia.send_cq = h.scq;
+    ia.recv_cq = h.rcq;
+    ia.cap.max_send_wr = 8;
+    ia.cap.max_recv_wr = 8;
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ia.pd = h.pd;
+    ia.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_BIND_MW |
+                        IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+    return ibv_create_qp_ex(h.ctx, &ia);
+  };
+  Host x = a_, y = b_;
+  x.qp = make(a_);
+  y.qp = make(b_);
+  if ((!x.qp || !y.qp) && errno == EOPNOTSUPP) GTEST_SKIP() << "no extended window operations";
+  ASSERT_TRUE(x.qp && y.qp) << strerror(errno);
+  ASSERT_EQ(ToInit(x), 0);
+  ASSERT_EQ(ToInit(y), 0);
+  ASSERT_EQ(ToRtr(x, y), 0);
+  ASSERT_EQ(ToRtr(y, x), 0);
+  ASSERT_EQ(ToRts(x), 0);
+  ASSERT_EQ(ToRts(y), 0);
+  ibv_qp_ex* bx = ibv_qp_to_qp_ex(y.qp);
+  const uint32_t key = ibv_inc_rkey(mw_->rkey);
+  ibv_mw_bind_info info{win_mr_, WinAddr(0), 4096, unsigned(kRemote)};
+  ibv_wr_start(bx);
+  bx->wr_id = 1;
+  bx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_bind_mw(bx, mw_, key, &info);
+  ASSERT_EQ(ibv_wr_complete(bx), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(b_.scq, wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
+  EXPECT_EQ(wc.opcode, IBV_WC_BIND_MW);
+  // A revokes it remotely with ibv_wr_send_inv.
+  ASSERT_EQ(PostRecv(y, 2, {b_.sge(0, 64)}), 0);
+  ibv_qp_ex* ax = ibv_qp_to_qp_ex(x.qp);
+  ibv_wr_start(ax);
+  ax->wr_id = 3;
+  ax->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send_inv(ax, key);
+  ibv_wr_set_sge(ax, a_.mr->lkey, a_.addr(0), 8);
+  ASSERT_EQ(ibv_wr_complete(ax), 0);
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
+  EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+  EXPECT_EQ(wc.invalidated_rkey, key);
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  // Bound again, then revoked locally with ibv_wr_local_inv.
+  const uint32_t key2 = ibv_inc_rkey(key);
+  ibv_wr_start(bx);
+  bx->wr_id = 4;
+  ibv_wr_bind_mw(bx, mw_, key2, &info);
+  bx->wr_id = 5;
+  ibv_wr_local_inv(bx, key2);
+  ASSERT_EQ(ibv_wr_complete(bx), 0);
+  std::vector<ibv_wc> w;
+  ASSERT_TRUE(PollCq(b_.scq, 2, w));
+  EXPECT_TRUE(w[0].wr_id == 4 && w[0].status == IBV_WC_SUCCESS && w[0].opcode == IBV_WC_BIND_MW)
+      << e2e::describe(w[0]);
+  EXPECT_TRUE(w[1].wr_id == 5 && w[1].status == IBV_WC_SUCCESS && w[1].opcode == IBV_WC_LOCAL_INV)
+      << e2e::describe(w[1]);
+  ASSERT_EQ(PostSend(x, 6, IBV_WR_RDMA_WRITE, {a_.sge(0, 8)}, IBV_SEND_SIGNALED, 0, WinAddr(0), key2), 0);
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.status, IBV_WC_REM_ACCESS_ERR) << "the invalidated window still grants access";
+  EXPECT_EQ(ibv_destroy_qp(x.qp), 0);
+  EXPECT_EQ(ibv_destroy_qp(y.qp), 0);
+}
+
 // A deallocated window grants nothing, bound or not (rxe deallocates a bound window the same way).
 TEST_F(Mw, DeallocOfABoundWindowRevokesIt) {
   mw_ = ibv_alloc_mw(b_.pd, IBV_MW_TYPE_1);

@@ -232,6 +232,51 @@ TEST_F(Ud, StateMachineTakesAQkeyAndNoPath) {
   EXPECT_EQ(qi.qp_type, IBV_QPT_UD);
 }
 
+// ibv_wr_post(3): a UD QP from ibv_create_qp_ex sends through ibv_wr_send + ibv_wr_set_ud_addr.
+TEST_F(Ud, ExtendedApiSendsWithWrSetUdAddr) {
+  ASSERT_NO_FATAL_FAILURE(BuildUd());
+  ibv_qp_init_attr_ex ia{};
+  ia.qp_type = IBV_QPT_UD;
+  ia.send_cq = a_.scq;
+  ia.recv_cq = a_.rcq;
+  ia.cap.max_send_wr = 4;
+  ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = 1;
+  ia.cap.max_recv_sge = 1;
+  ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  ia.pd = a_.pd;
+  ia.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+  ibv_qp* qp = ibv_create_qp_ex(a_.ctx, &ia);
+  if (!qp && errno == EOPNOTSUPP) GTEST_SKIP() << "no extended QPs";
+  ASSERT_NE(qp, nullptr) << strerror(errno);
+  Host x = a_;
+  x.qp = qp;
+  ASSERT_EQ(ToInit(x), 0);
+  ASSERT_EQ(ToRtr(x, b_), 0);
+  ASSERT_EQ(ToRts(x), 0);
+  e2e::fill_pattern(a_.buf, 24, 17);
+  ASSERT_EQ(PostRecv(b_, 1, {b_.sge(0, kGrh + 24)}), 0);
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(qp);
+  ASSERT_NE(qx, nullptr);
+  ibv_wr_start(qx);
+  qx->wr_id = 9;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send_imm(qx, htonl(0x5151));
+  ibv_wr_set_ud_addr(qx, a_.ah, b_.qp->qp_num, opts_.qkey);
+  ibv_wr_set_sge(qx, a_.mr->lkey, a_.addr(0), 24);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
+  EXPECT_EQ(wc.src_qp, qp->qp_num);
+  EXPECT_EQ(ntohl(wc.imm_data), 0x5151u);
+  const auto want = e2e::make_pattern(24, 17);
+  EXPECT_TRUE(e2e::same_bytes(b_.buf + kGrh, want.data(), 24));
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+}
+
 // ibv_create_ah(3) on RoCE: every address is a GID, so the GRH fields are required.
 TEST_F(Ud, AddressHandleWithoutGrhIsRejectedOnRoce) {
   ASSERT_NO_FATAL_FAILURE(BuildUd());

@@ -182,6 +182,42 @@ TEST_F(Xrc, WriteAndReadThroughAnXrcConnection) {
   EXPECT_TRUE(e2e::same_bytes(a_.buf + 16384, want.data(), 2000));
 }
 
+// ibv_wr_post(3): an XRC send QP from ibv_create_qp_ex names the SRQ with ibv_wr_set_xrc_srqn.
+TEST_F(Xrc, ExtendedApiNamesTheSrqWithWrSetXrcSrqn) {
+  ibv_cq* cq;
+  ibv_srq* s = XrcSrq(xrcd_, cq);
+  ibv_qp* recv = RecvQp(xrcd_);
+  ibv_qp_init_attr_ex a{};
+  a.qp_type = IBV_QPT_XRC_SEND;
+  a.send_cq = a_.scq;
+  a.cap.max_send_wr = 4;
+  a.cap.max_send_sge = 1;
+  a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  a.pd = a_.pd;
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  ibv_qp* send = ibv_create_qp_ex(a_.ctx, &a);
+  ASSERT_TRUE(s && recv && send) << strerror(errno);
+  qps_.push_back(send);
+  ASSERT_NO_FATAL_FAILURE(ConnectXrc(send, recv));
+  ASSERT_EQ(PostSrq(s, 31, b_.sge(0, 64)), 0);
+  a_.buf[0] = 0x6e;
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(send);
+  ASSERT_NE(qx, nullptr);
+  ibv_wr_start(qx);
+  qx->wr_id = 4;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qx);
+  ibv_wr_set_xrc_srqn(qx, SrqNum(s));
+  ibv_wr_set_sge(qx, a_.mr->lkey, a_.addr(0), 1);
+  ASSERT_EQ(ibv_wr_complete(qx), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(cq, wc));
+  EXPECT_TRUE(e2e::wc_is(wc, WcExpect{31, IBV_WC_RECV, recv->qp_num, 1}));
+  EXPECT_EQ(b_.buf[0], 0x6e);
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.wr_id, 4u);
+}
+
 // An XRCETH naming an SRQ outside the receive QP's domain is an invalid request.
 TEST_F(Xrc, SrqOfAnotherDomainIsAnInvalidRequest) {
   ibv_xrcd* other = OpenXrcd(b_.ctx, -1, 0);
