@@ -74,7 +74,9 @@ TEST(HwLayout, CqeOffsets) {
   EXPECT_EQ(offsetof(Cqe, flags), 28u);
   EXPECT_EQ(offsetof(Cqe, req_opcode), 29u);
   EXPECT_EQ(offsetof(Cqe, rsvd0), 30u);
-  EXPECT_EQ(sizeof(Cqe::rsvd0), 33u);
+  EXPECT_EQ(offsetof(Cqe, srqn), 32u);
+  EXPECT_EQ(offsetof(Cqe, rsvd1), 36u);
+  EXPECT_EQ(sizeof(Cqe::rsvd1), 27u);
   EXPECT_EQ(offsetof(Cqe, op_own), 63u);
   EXPECT_EQ(kCqeSize, sizeof(Cqe));
 }
@@ -294,6 +296,80 @@ TEST(HwLayout, CqeOwnerFlipsOnEveryWrap) {
   EXPECT_EQ(cqe_owner_for(2048, 10), 0);
   EXPECT_EQ(cqe_owner_for(0xffffffffu, 2), 1);
   EXPECT_EQ(cqe_owner_for(0xffffffffu + 1u, 2), 0);
+}
+
+// The segments of UD, XRC and memory-window WQEs: byte images pinned, and every accessor pair
+// round-trips.
+TEST(HwLayout, DatagramSegByteImage) {
+  DatagramAddr a;
+  for (int i = 0; i < 16; ++i) a.dgid[i] = uint8_t(0xa0 + i);
+  a.dqpn = 0x1abcdef;  // 24 bits kept
+  a.qkey = 0x80000011;
+  a.sgid_index = 1;
+  a.hop_limit = 64;
+  a.traffic_class = 0x28;
+  a.flow_label = 0x1fffff;  // 20 bits kept
+  DatagramSeg d;
+  set_datagram_seg(d, a);
+  std::vector<uint8_t> expect(32, 0);
+  for (int i = 0; i < 16; ++i) expect[i] = uint8_t(0xa0 + i);
+  const uint8_t tail[16] = {0x00, 0xab, 0xcd, 0xef, 0x80, 0x00, 0x00, 0x11,
+                            1,    64,   0x28, 0,    0x00, 0x0f, 0xff, 0xff};
+  std::memcpy(expect.data() + 16, tail, 16);
+  EXPECT_EQ(bytes_of(d), expect);
+  const DatagramAddr b = get_datagram_seg(d);
+  EXPECT_EQ(b.dqpn, 0xabcdefu);
+  EXPECT_EQ(b.qkey, a.qkey);
+  EXPECT_EQ(b.flow_label, 0xfffffu);
+  EXPECT_EQ(std::memcmp(b.dgid, a.dgid, 16), 0);
+  EXPECT_EQ(b.hop_limit, 64);
+}
+
+TEST(HwLayout, BindAndXrcSegByteImages) {
+  BindInfo i;
+  i.new_rkey = 0x00123456;
+  i.mr_lkey = 0x0000abcd;
+  i.addr = 0x1122334455667788ull;
+  i.length = 0x1000;
+  i.access = kAccessRemoteWrite | kAccessRemoteRead;
+  i.flags = kBindZeroBased | kBindType2;
+  BindSeg b;
+  set_bind_seg(b, i);
+  const std::vector<uint8_t> expect = {0x00, 0x12, 0x34, 0x56, 0x00, 0x00, 0xab, 0xcd,  // new key, MR lkey
+                                       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // address
+                                       0,    0,    0,    0,    0,    0,    0x10, 0x00,  // length
+                                       0,    0,    0,    6,    3,    0,    0,    0};    // access, flags
+  EXPECT_EQ(bytes_of(b), expect);
+  const BindInfo j = get_bind_seg(b);
+  EXPECT_EQ(j.new_rkey, i.new_rkey);
+  EXPECT_EQ(j.mr_lkey, i.mr_lkey);
+  EXPECT_EQ(j.addr, i.addr);
+  EXPECT_EQ(j.length, i.length);
+  EXPECT_EQ(j.access, i.access);
+  EXPECT_EQ(j.flags, i.flags);
+  EXPECT_EQ(key_index(0x00123456), 0x1234u);
+  EXPECT_EQ(key_tag(0x00123456), 0x56);
+  XrcSeg x;
+  set_xrc_seg(x, 0xff000102);  // 24 bits kept
+  std::vector<uint8_t> xe(16, 0);
+  xe[2] = 0x01;
+  xe[3] = 0x02;
+  EXPECT_EQ(bytes_of(x), xe);
+  EXPECT_EQ(xrc_seg_srqn(x), 0x102u);
+}
+
+TEST(HwLayout, CqeCarriesItsSrqNumber) {
+  CqeFields f;
+  f.opcode = CqeOpcode::RespSend;
+  f.srqn = 0x00c0ffee;
+  f.flags = kCqeSrq | kCqeGrh;
+  Cqe c;
+  set_cqe(c, f, 1);
+  EXPECT_EQ(bytes_of(c)[32], 0x00);
+  EXPECT_EQ(bytes_of(c)[33], 0xc0);
+  EXPECT_EQ(bytes_of(c)[35], 0xee);
+  EXPECT_EQ(get_cqe(c).srqn, 0xc0ffeeu);
+  EXPECT_EQ(get_cqe(c).flags, kCqeSrq | kCqeGrh);
 }
 
 }  // namespace
