@@ -25,7 +25,7 @@ class CommandUnit {
  public:
   /**
    * @param tracer where command events go
-   * @param qpc, mrs, cq, eq the units whose contexts commands program
+   * @param qpc, srqs, mrs, cq, eq the units whose contexts commands program
    * @param caps what QueryHcaCap answers
    * @param on_state called after a QP changes state (RTR/RTS setup, ERR flush)
    */
