@@ -22,6 +22,11 @@ SrqContext* SrqTable::find(uint32_t srqn) {
   return it == table_.end() ? nullptr : it->second.get();
 }
 
+const SrqContext* SrqTable::peek(uint32_t srqn) const {
+  auto it = table_.find(srqn);
+  return it == table_.end() ? nullptr : it->second.get();
+}
+
 std::vector<uint32_t> SrqTable::ids() const {
   std::vector<uint32_t> v;
   for (const auto& [n, s] : table_) v.push_back(n);

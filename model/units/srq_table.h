@@ -38,6 +38,7 @@ class SrqTable {
   bool create(const hw::Srqc& c);
   bool destroy(uint32_t srqn);
   SrqContext* find(uint32_t srqn);
+  const SrqContext* peek(uint32_t srqn) const;
   /** @brief Numbers of every SRQ (function reset). */
   std::vector<uint32_t> ids() const;
 

@@ -81,9 +81,11 @@ std::string HcaInspector::qp(uint32_t host, uint32_t qpn) {
   if (!q) return model::strprintf("%s has no QP 0x%x\n", h.identity().name.c_str(), qpn);
   const hw::Qpc& c = q->qpc;
   std::string s = model::strprintf(
-      "QP 0x%06x on %s: %s, dest QP 0x%06x, path MTU %u, PD %u, send CQ %u, recv CQ %u, QPC %s\n", c.qpn,
-      h.identity().name.c_str(), hw::qp_state_name(hw::QpState(c.state)), c.dest_qpn, 1u << c.path_mtu_log,
-      c.pdn, c.send_cqn, c.recv_cqn, h.core().qpc.is_cached(qpn) ? "cached" : "not cached");
+      "QP 0x%06x on %s: %s %s, dest QP 0x%06x, path MTU %u, PD %u, send CQ %u, recv CQ %u, QPC %s\n", c.qpn,
+      h.identity().name.c_str(), hw::qp_type_name(hw::QpType(c.type)),
+      hw::qp_state_name(hw::QpState(c.state)), c.dest_qpn, 1u << c.path_mtu_log, c.pdn, c.send_cqn,
+      c.recv_cqn, h.core().qpc.is_cached(qpn) ? "cached" : "not cached");
+  if (hw::QpType(c.type) == hw::QpType::Ud) s += model::strprintf("  Q_Key 0x%08x\n", c.qkey);
   const uint32_t sq_size = 1u << c.sq_log_size, rq_size = 1u << c.rq_log_size;
   s += model::strprintf(
       "  SQ: %u WQEBBs; producer (last doorbell) %u, next fetch %u (slot %u), fetched %zu, in flight %zu; "
@@ -102,12 +104,20 @@ std::string HcaInspector::qp(uint32_t host, uint32_t qpn) {
     }
     s += "\n";
   }
-  s += model::strprintf(
-      "  RQ: %u WQEs of %u B; consumer %u (slot %u), producer seen %u; expected PSN %u, MSN %u%s\n", rq_size,
-      1u << c.rq_log_stride, q->rq_ci, q->rq_ci & (rq_size - 1), q->rq_pi_seen, q->epsn, q->msn,
-      q->recv.active
-          ? model::strprintf(", filling RQ WQE %u (%u B placed)", q->recv.index, q->recv.offset).c_str()
-          : "");
+  if (c.srqn != hw::kNoSrq)
+    s += model::strprintf(
+        "  RQ: none, receives from SRQ 0x%x (p srq 0x%x); expected PSN %u, MSN %u%s\n", c.srqn, c.srqn,
+        q->epsn, q->msn,
+        q->recv.active
+            ? model::strprintf(", filling SRQ WQE %u (%u B placed)", q->recv.index, q->recv.offset).c_str()
+            : "");
+  else
+    s += model::strprintf(
+        "  RQ: %u WQEs of %u B; consumer %u (slot %u), producer seen %u; expected PSN %u, MSN %u%s\n",
+        rq_size, 1u << c.rq_log_stride, q->rq_ci, q->rq_ci & (rq_size - 1), q->rq_pi_seen, q->epsn, q->msn,
+        q->recv.active
+            ? model::strprintf(", filling RQ WQE %u (%u B placed)", q->recv.index, q->recv.offset).c_str()
+            : "");
   s += model::strprintf(
       "  timeout %u, retry_cnt %u, rnr_retry %u, min_rnr_timer %u, max_rd_atomic %u, max_dest_rd_atomic %u, "
       "access 0x%x, doorbell record at dma 0x%" PRIx64 "\n",
@@ -147,6 +157,24 @@ std::string HcaInspector::cq(uint32_t host, uint32_t cqn) {
   return s;
 }
 
+std::string HcaInspector::srq(uint32_t host, uint32_t srqn) {
+  if (host >= hcas_.size()) return "no such host\n";
+  const model::Hca& h = *hcas_[host];
+  const model::SrqContext* q = h.core().srqs.peek(srqn);
+  if (!q) return model::strprintf("%s has no SRQ 0x%x\n", h.identity().name.c_str(), srqn);
+  const hw::Srqc& c = q->srqc;
+  const uint32_t size = 1u << c.log_size;
+  std::string s = model::strprintf(
+      "SRQ 0x%x on %s: %u WQEs of %u B, PD %u%s; consumer %u (slot %u), producer seen %u; limit %s\n", srqn,
+      h.identity().name.c_str(), size, 1u << c.log_stride, c.pdn,
+      c.xrcdn ? model::strprintf(", XRC domain %u, completions to CQ %u", c.xrcdn, c.cqn).c_str() : "", q->ci,
+      q->ci & (size - 1), q->pi_seen,
+      c.limit ? model::strprintf("armed at %u", c.limit).c_str() : "not armed");
+  const IommuShadow* mem = host < mem_.size() ? mem_[host] : nullptr;
+  s += describe_buffer("ring", c.buf, q->cursor, mem, 4);
+  return s;
+}
+
 // ------------------------------------------------------------------ controller
 
 const char* StepController::help_text() {
@@ -158,6 +186,7 @@ const char* StepController::help_text() {
          "  p qp QPN [HOST]        QP context and SQ/RQ producer/consumer indices\n"
          "  p bt QPN [HOST]        buffer tables of the QP's SQ and RQ\n"
          "  p cq CQN [HOST]        CQ arm state and indices\n"
+         "  p srq SRQN [HOST]      shared receive queue: indices, armed limit, ring\n"
          "  p stats                counters of every device\n"
          "  q | quit               stop pausing and run to completion\n"
          "  h | help               this list\n"
@@ -308,8 +337,8 @@ bool StepController::cmd_print(const std::vector<std::string>& w, const model::T
     std::fputs(insp_ ? insp_->stats().c_str() : "step: no model to inspect\n", out_);
     return false;
   }
-  if (w.size() < 3 || (w[1] != "qp" && w[1] != "bt" && w[1] != "cq")) {
-    std::fputs("step: p qp QPN | p bt QPN | p cq CQN [HOST] | p stats\n", out_);
+  if (w.size() < 3 || (w[1] != "qp" && w[1] != "bt" && w[1] != "cq" && w[1] != "srq")) {
+    std::fputs("step: p qp QPN | p bt QPN | p cq CQN | p srq SRQN [HOST] | p stats\n", out_);
     return false;
   }
   char* end = nullptr;
@@ -324,9 +353,10 @@ bool StepController::cmd_print(const std::vector<std::string>& w, const model::T
     std::fputs("step: no model to inspect\n", out_);
     return false;
   }
-  const std::string r = w[1] == "qp"   ? insp_->qp(host, uint32_t(n))
-                        : w[1] == "bt" ? insp_->bt(host, uint32_t(n))
-                                       : insp_->cq(host, uint32_t(n));
+  const std::string r = w[1] == "qp"    ? insp_->qp(host, uint32_t(n))
+                        : w[1] == "bt"  ? insp_->bt(host, uint32_t(n))
+                        : w[1] == "srq" ? insp_->srq(host, uint32_t(n))
+                                        : insp_->cq(host, uint32_t(n));
   std::fputs(r.c_str(), out_);
   return false;
 }

@@ -48,6 +48,8 @@ class ModelInspector {
   virtual std::string qp(uint32_t host, uint32_t qpn) = 0;
   virtual std::string bt(uint32_t host, uint32_t qpn) = 0;
   virtual std::string cq(uint32_t host, uint32_t cqn) = 0;
+  /** @brief Shared receive queue @p srqn of @p host: context, indices, armed limit, ring. */
+  virtual std::string srq(uint32_t host, uint32_t srqn) = 0;
   virtual std::string stats() = 0;
 };
 
@@ -75,6 +77,7 @@ class HcaInspector : public ModelInspector {
   std::string qp(uint32_t host, uint32_t qpn) override;
   std::string bt(uint32_t host, uint32_t qpn) override;
   std::string cq(uint32_t host, uint32_t cqn) override;
+  std::string srq(uint32_t host, uint32_t srqn) override;
   std::string stats() override { return stats_ ? stats_() : std::string(); }
 
  private:

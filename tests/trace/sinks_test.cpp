@@ -277,6 +277,9 @@ class FakeInspector : public ModelInspector {
   std::string cq(uint32_t host, uint32_t cqn) override {
     return "CQ " + std::to_string(cqn) + "@" + std::to_string(host) + "\n";
   }
+  std::string srq(uint32_t host, uint32_t srqn) override {
+    return "SRQ " + std::to_string(srqn) + "@" + std::to_string(host) + "\n";
+  }
   std::string stats() override { return "STATS\n"; }
 };
 
