@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file scenario.cpp
- * @brief The differential suite's scenario program: the same RC, UC, UD and SRQ scenarios on any ibverbs
- *        device (the simulator, Soft-RoCE, hardware), each printing a canonical, normalised
- *        log of what the application can observe — every post's return code, every completion
- *        (status, opcode, byte_len, imm_data, wc_flags, in poll order per CQ), completion
- *        events, QP states and the contents of the buffers the operations touched.
+ * @brief The differential suite's scenario program: the same RC, UC, UD, SRQ and memory-window scenarios on
+ * any ibverbs device (the simulator, Soft-RoCE, hardware), each printing a canonical, normalised log of what
+ * the application can observe — every post's return code, every completion (status, opcode, byte_len,
+ * imm_data, wc_flags, in poll order per CQ), completion events, QP states and the contents of the buffers the
+ * operations touched.
  *
  * Only <infiniband/verbs.h> and POSIX: built against the simulator's drop-in library
  * (hcasim::ibverbs) it runs on the simulator; with LD_LIBRARY_PATH pointing at rdma-core's
@@ -28,7 +28,8 @@
  *   #          normaliser to map QPNs and PSNs to sides)
  *
  * Nothing in an observation depends on the device, the process or the time: QPNs are printed as
- * the side they belong to, addresses as buffer offsets, keys not at all; byte_len only where
+ * the side they belong to, addresses as buffer offsets, keys not at all (memory-window keys by
+ * the names the scenario gives them); byte_len only where
  * ibv_poll_cq(3) defines it (receive completions; RDMA READ and atomics, where it is the number
  * of bytes written locally) and no field but wr_id and status of an error completion. The
  * lines of one side of one scenario come out in the same order in every mode, so a --local log
