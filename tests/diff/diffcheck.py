@@ -66,6 +66,10 @@ def fail_input(msg):
 # ---- logs ----------------------------------------------------------------------------------------
 
 META_RE = re.compile(r"^# (\S+) qpn A=0x([0-9a-f]+) B=0x([0-9a-f]+) psn A=0x([0-9a-f]+) B=0x([0-9a-f]+) mtu=(\d+)")
+# A later QP pair of a scenario (Run::new_qps: its PSNs stay in the scenario's range) and a memory
+# window key the scenario named (Run::name_key: the IETH of SEND_WITH_INV is printed by that name).
+QPS_RE = re.compile(r"^# (\S+) qps phase=\d+ qpn A=0x([0-9a-f]+) B=0x([0-9a-f]+)")
+KEY_RE = re.compile(r"^# (\S+) key [AB] (\S+)=0x([0-9a-f]+)$")
 
 
 class Log:
@@ -97,6 +101,14 @@ class Log:
                             qpn_a=int(m.group(2), 16), qpn_b=int(m.group(3), 16), psn_a=int(m.group(4), 16),
                             psn_b=int(m.group(5), 16), mtu=int(m.group(6)))
                         self.lines.setdefault(sc, {s: [] for s in SIDES})
+                    for m in (m, QPS_RE.match(line)):
+                        if m:
+                            meta = self.meta.setdefault(m.group(1), {})
+                            meta.setdefault("qpns_a", set()).add(int(m.group(2), 16))
+                            meta.setdefault("qpns_b", set()).add(int(m.group(3), 16))
+                    m = KEY_RE.match(line)
+                    if m:
+                        self.meta.setdefault(m.group(1), {}).setdefault("keys", {})[int(m.group(3), 16)] = m.group(2)
                     m = re.match(r"^# diff_scenario mode=(\S+)", line)
                     if m:
                         self.modes.add(m.group(1))
@@ -349,7 +361,7 @@ FIELDS = ["frame.number", "ip.src", "ip.dst", "udp.length", "infiniband.bth.opco
           "infiniband.bth.a", "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.bth.padcnt",
           "infiniband.aeth.syndrome", "infiniband.aeth.msn", "infiniband.reth.dmalen",
           "infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt", "infiniband.atomicacketh.origremdt",
-          "infiniband.immdt", "infiniband.deth.q_key", "infiniband.deth.srcqp"]
+          "infiniband.immdt", "infiniband.deth.q_key", "infiniband.deth.srcqp", "infiniband.ieth"]
 
 
 def tshark_frames(pcap):
@@ -429,9 +441,10 @@ def normalise(pcap, log):
         if st["src"].setdefault(sender, src) != src:
             notes.append(f"{sc}: side {sender}'s frames come from two addresses ({st['src'][sender]}, {src})")
         dst_qpn = as_int(fr["infiniband.bth.destqp"])
-        want_qpn = log.meta[sc]["qpn_b" if sender == "A" else "qpn_a"]
-        if dst_qpn is not None and want_qpn and dst_qpn != want_qpn:
-            notes.append(f"{sc}: frame {fr['frame.number']} to QPN 0x{dst_qpn:x}, expected 0x{want_qpn:x}")
+        want_qpns = log.meta[sc].get("qpns_b" if sender == "A" else "qpns_a", set()) - {0}
+        if dst_qpn is not None and want_qpns and dst_qpn not in want_qpns:
+            notes.append(f"{sc}: frame {fr['frame.number']} to QPN 0x{dst_qpn:x}, expected "
+                         f"{' or '.join(f'0x{q:x}' for q in sorted(want_qpns))}")
         parts = [OPCODES.get(op, f"OP{op}"), f"psn={space}+{rel}"]
         if boolish(fr["infiniband.bth.se"]):
             parts.append("SE")
@@ -454,6 +467,10 @@ def normalise(pcap, log):
                 parts.append(f"{name}=0x{v:016x}")
         if fr["infiniband.immdt"].strip():
             parts.append("imm=" + fr["infiniband.immdt"].strip().replace(":", ""))
+        ieth = fr["infiniband.ieth"].split(",")[0].replace(":", "").strip()
+        if ieth:
+            # IETH (SEND_LAST/ONLY_WITH_INVALIDATE): the R_Key by the name the scenario gave it.
+            parts.append("ieth=" + log.meta[sc].get("keys", {}).get(int(ieth, 16), "unnamed"))
         qkey = as_int(fr["infiniband.deth.q_key"])
         if qkey is not None:
             # DETH (UD): the Q_Key as sent, the source QP as the side it belongs to.

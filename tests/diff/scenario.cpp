@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file scenario.cpp
- * @brief The differential suite's scenario program: the same RC, UC, UD and SRQ scenarios on any ibverbs
- *        device (the simulator, Soft-RoCE, hardware), each printing a canonical, normalised
- *        log of what the application can observe — every post's return code, every completion
- *        (status, opcode, byte_len, imm_data, wc_flags, in poll order per CQ), completion
- *        events, QP states and the contents of the buffers the operations touched.
+ * @brief The differential suite's scenario program: the same RC, UC, UD, SRQ and memory-window scenarios on
+ * any ibverbs device (the simulator, Soft-RoCE, hardware), each printing a canonical, normalised log of what
+ * the application can observe — every post's return code, every completion (status, opcode, byte_len,
+ * imm_data, wc_flags, in poll order per CQ), completion events, QP states and the contents of the buffers the
+ * operations touched.
  *
  * Only <infiniband/verbs.h> and POSIX: built against the simulator's drop-in library
  * (hcasim::ibverbs) it runs on the simulator; with LD_LIBRARY_PATH pointing at rdma-core's
@@ -28,7 +28,8 @@
  *   #          normaliser to map QPNs and PSNs to sides)
  *
  * Nothing in an observation depends on the device, the process or the time: QPNs are printed as
- * the side they belong to, addresses as buffer offsets, keys not at all; byte_len only where
+ * the side they belong to, addresses as buffer offsets, keys not at all (memory-window keys by
+ * the names the scenario gives them); byte_len only where
  * ibv_poll_cq(3) defines it (receive completions; RDMA READ and atomics, where it is the number
  * of bytes written locally) and no field but wr_id and status of an error completion. The
  * lines of one side of one scenario come out in the same order in every mode, so a --local log
@@ -129,7 +130,8 @@ const char* status_name(ibv_wc_status s) {
 }
 // clang-format on
 
-using e2e::wc_opcode_name;
+/** The IBV_WC_* opcode's name; LOCAL_INV here, as tests/e2e/wc_names.h lacks it. */
+const char* wc_opcode_name(int op) { return op == IBV_WC_LOCAL_INV ? "LOCAL_INV" : e2e::wc_opcode_name(op); }
 
 const char* wr_opcode_name(ibv_wr_opcode op) {
   switch (op) {
@@ -140,6 +142,9 @@ const char* wr_opcode_name(ibv_wr_opcode op) {
     case IBV_WR_RDMA_READ: return "RDMA_READ";
     case IBV_WR_ATOMIC_CMP_AND_SWP: return "ATOMIC_CMP_AND_SWP";
     case IBV_WR_ATOMIC_FETCH_AND_ADD: return "ATOMIC_FETCH_AND_ADD";
+    case IBV_WR_BIND_MW: return "BIND_MW";
+    case IBV_WR_LOCAL_INV: return "LOCAL_INV";
+    case IBV_WR_SEND_WITH_INV: return "SEND_WITH_INV";
     default: return "WR?";
   }
 }
@@ -450,7 +455,56 @@ class Run {
   }
   /** Initial send PSN of each side: distinct per scenario, so the PSN names the scenario in a
    *  capture of a whole run (the pcap normaliser relies on it). */
-  uint32_t psn(char s) const { return (s == 'A' ? 0x100000u : 0x800000u) + uint32_t(index_) * 0x1000u; }
+  uint32_t psn(char s) const {
+    return (s == 'A' ? 0x100000u : 0x800000u) + uint32_t(index_) * 0x1000u + uint32_t(phase_) * kPhasePsn;
+  }
+  /** A scenario's later QP pairs (new_qps()) start this far into its PSN range. */
+  static constexpr uint32_t kPhasePsn = 0x400;
+
+  /**
+   * A fresh QP pair in the middle of a scenario, after an error left the previous one in ERR:
+   * both sides destroy their QP, create a new one (initial PSNs the scenario's + kPhasePsn *
+   * @p phase, so its frames stay in the scenario's PSN range), exchange the attributes and
+   * connect. The PD, CQs, MR and whatever else was allocated on the PD (memory windows) stay; the
+   * completion counts go on. The comment line gives the capture normaliser the new QPNs.
+   */
+  void new_qps(int phase) {
+    sync();
+    phase_ = phase;
+    for (char c : {'A', 'B'})
+      if (mine(c)) {
+        Side& s = side(c);
+        if (ibv_destroy_qp(s.qp)) die("%c: ibv_destroy_qp: %s", s.name, strerror(errno));
+        s.qp = nullptr;
+        create_qp(s);
+      }
+    if (o_.mode == Options::Local) {
+      a_.peer = b_.me;
+      b_.peer = a_.me;
+    } else {
+      Side& s = side(o_.mode == Options::Client ? 'A' : 'B');
+      chan_->send_line(s.me.encode());
+      s.peer = Wire::decode(chan_->recv_line());
+    }
+    if (mine('A')) connect(a_);
+    if (mine('B')) connect(b_);
+    comment("qps phase=%d qpn A=0x%06x B=0x%06x psn A=0x%06x B=0x%06x", phase, qpn('A'), qpn('B'), psn('A'),
+            psn('B'));
+    sync();
+  }
+
+  /** Memory windows: side @p s calls @p key @p name from now on (wc invalidated_rkey, the
+   *  capture's IETH); the value goes to a comment line only, where the capture normaliser reads
+   *  it. */
+  void name_key(Side& s, uint32_t key, const std::string& name) {
+    keys_.emplace_back(key, name);
+    comment("key %c %s=0x%08x", s.name, name.c_str(), key);
+  }
+  std::string key_name(uint32_t key) const {
+    for (auto it = keys_.rbegin(); it != keys_.rend(); ++it)
+      if (it->first == key) return it->second;
+    return "unnamed";
+  }
   uint32_t qpn(char s) {
     if (mine(s)) return side(s).qp ? side(s).qp->qp_num : 0;
     return side(mine('A') ? 'A' : 'B').peer.qpn;
@@ -628,10 +682,13 @@ class Run {
     const std::string src = (s.qp->qp_type == IBV_QPT_UD && wc.opcode & IBV_WC_RECV)
                                 ? " src_qp=" + qp_name(s, wc.src_qp)
                                 : std::string();
-    log(s, "wc %s #%d wr=%llu SUCCESS op=%s len=%s imm=%s flags=%s grh=%d qp=%s%s", cqn, n,
+    // invalidated_rkey: only with IBV_WC_WITH_INV (ibv_poll_cq(3)), by the name the scenario gave it.
+    const std::string inv =
+        (wc.wc_flags & IBV_WC_WITH_INV) ? " inv_rkey=" + key_name(wc.invalidated_rkey) : std::string();
+    log(s, "wc %s #%d wr=%llu SUCCESS op=%s len=%s imm=%s flags=%s grh=%d qp=%s%s%s", cqn, n,
         (unsigned long long)wc.wr_id, wc_opcode_name(wc.opcode), len.c_str(), imm.c_str(),
-        flags.empty() ? "-" : flags.c_str() + 1, (wc.wc_flags & IBV_WC_GRH) ? 1 : 0, who.c_str(),
-        src.c_str());
+        flags.empty() ? "-" : flags.c_str() + 1, (wc.wc_flags & IBV_WC_GRH) ? 1 : 0, who.c_str(), src.c_str(),
+        inv.c_str());
   }
 
   /** Arms the receive CQ (solicited_only or next completion). */
@@ -854,6 +911,7 @@ class Run {
     memset(s.buf, kFill, kBufSize);
     s.mr = ibv_reg_mr(s.pd, s.buf, kBufSize, int(s.name == 'B' ? cfg_.mr_access : kMrAll));
     if (!s.mr) die("ibv_reg_mr: %s", strerror(errno));
+    s.s_seen = s.r_seen = 0;
     const int afl = fcntl(s.ctx->async_fd, F_GETFL);
     fcntl(s.ctx->async_fd, F_SETFL, afl | O_NONBLOCK);
     if (cfg_.srq_b && s.name == 'B') {
@@ -863,6 +921,9 @@ class Run {
       s.srq = ibv_create_srq(s.pd, &sa);
       if (!s.srq) die("ibv_create_srq: %s", strerror(errno));
     }
+    create_qp(s);
+  }
+  void create_qp(Side& s) {
     ibv_qp_init_attr ia{};
     ia.send_cq = s.scq;
     ia.recv_cq = s.rcq;
@@ -885,7 +946,6 @@ class Run {
     s.me.lid = pa.lid;
     s.me.addr = s.addr(0);
     s.me.rkey = s.mr->rkey;
-    s.s_seen = s.r_seen = 0;
   }
   void connect(Side& s) {
     if (cfg_.qp_type == IBV_QPT_UD) return connect_ud(s);
@@ -981,6 +1041,8 @@ class Run {
   ibv_mtu mtu_ = IBV_MTU_1024;
   Side a_, b_;
   int syncs_ = 0;
+  int phase_ = 0;                                       ///< new_qps()
+  std::vector<std::pair<uint32_t, std::string>> keys_;  ///< name_key()
   uint64_t alias_value_ = 0;
   std::string alias_name_;
 };
@@ -1797,6 +1859,244 @@ void sc_srq(Run& r) {
   r.teardown();
 }
 
+// ---- memory windows
+
+constexpr unsigned kMwRemote = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+/** B's buffer range [off, +len) as the window binding's address and length (ibv_mw_bind_info). */
+ibv_mw_bind_info mw_range(const Side& b, size_t off, uint64_t len) {
+  return ibv_mw_bind_info{b.mr, b.addr(off), len, kMwRemote};
+}
+
+/** ibv_alloc_mw(3) of @p type on side @p s's PD; logged as window number @p n. */
+ibv_mw* alloc_mw(Run& r, Side& s, int n, ibv_mw_type type) {
+  ibv_mw* mw = ibv_alloc_mw(s.pd, type);
+  r.log(s, "alloc_mw mw=%d type=%d rc=%s", n, type == IBV_MW_TYPE_1 ? 1 : 2,
+        mw ? "0" : errno_name(errno).c_str());
+  return mw;
+}
+
+/** ibv_bind_mw(3) (type 1) of window @p n over B's [off, +len); the window's new key is named
+ *  @p name; logged: whether mw->rkey changed and, against @p prev (a rebind), whether the key's
+ *  index (its upper 24 bits) stayed and only the tag changed (ibv_inc_rkey(3)). */
+int bind_mw_type1(Run& r, Side& b, ibv_mw* mw, int n, uint64_t wr_id, size_t off, uint64_t len,
+                  const char* name, const char* prev = nullptr, uint32_t prev_key = 0) {
+  ibv_mw_bind bind{};
+  bind.wr_id = wr_id;
+  bind.send_flags = IBV_SEND_SIGNALED;
+  bind.bind_info = mw_range(b, off, len);
+  const uint32_t before = mw->rkey;
+  const int rc = ibv_bind_mw(b.qp, mw, &bind);
+  std::string key = mw->rkey == before ? "unchanged" : "changed";
+  if (prev && mw->rkey != before)
+    key += strf(" index%s%s tag%s%s", (mw->rkey >> 8) == (prev_key >> 8) ? "=" : "!=", prev,
+                (mw->rkey & 0xff) == (prev_key & 0xff) ? "=" : "!=", prev);
+  r.log(b,
+        "bind_mw wr=%llu mw=%d range=[%zu,+%llu) access=REMOTE_WRITE,REMOTE_READ flags=SIGNALED rc=%s key %s",
+        (unsigned long long)wr_id, n, off, (unsigned long long)len, errno_name(rc).c_str(), key.c_str());
+  if (rc == 0) r.name_key(b, mw->rkey, name);
+  return rc;
+}
+
+/** IBV_WR_BIND_MW (type 2) of window @p n with key @p key (named @p name) over B's [off, +len). */
+int bind_mw_wr(Run& r, Side& b, ibv_mw* mw, int n, uint64_t wr_id, uint32_t key, const char* name, size_t off,
+               uint64_t len) {
+  r.name_key(b, key, name);
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = key;
+  wr.bind_mw.bind_info = mw_range(b, off, len);
+  const std::string note = strf("mw=%d key=%s range=[%zu,+%llu) access=REMOTE_WRITE,REMOTE_READ", n, name,
+                                off, (unsigned long long)len);
+  return r.post_wr(b, wr, {}, note.c_str());
+}
+
+/** IBV_WR_LOCAL_INV or IBV_WR_SEND_WITH_INV of @p key (named @p name), signaled. */
+int post_inv(Run& r, Side& s, uint64_t wr_id, ibv_wr_opcode op, std::vector<ibv_sge> sges, uint32_t key,
+             const char* name) {
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = sges.empty() ? nullptr : sges.data();
+  wr.num_sge = int(sges.size());
+  wr.invalidate_rkey = key;
+  const std::string note = strf("inv=%s", name);
+  return r.post_wr(s, wr, sges, note.c_str());
+}
+
+/** ibv_dealloc_mw(3), logged. */
+void dealloc_mw(Run& r, Side& s, ibv_mw* mw, int n) {
+  if (mw) r.log(s, "dealloc_mw mw=%d rc=%s", n, errno_name(ibv_dealloc_mw(mw)).c_str());
+}
+
+// Memory windows (IBTA 10.6.7; ibv_alloc_mw(3), ibv_bind_mw(3), ibv_inc_rkey(3),
+// ibv_post_send(3) IBV_WR_BIND_MW / IBV_WR_LOCAL_INV / IBV_WR_SEND_WITH_INV, ibv_poll_cq(3)
+// IBV_WC_BIND_MW / IBV_WC_LOCAL_INV / IBV_WC_WITH_INV): B owns the windows, over its MR
+// (registered with IBV_ACCESS_MW_BIND), A accesses them. Three QP pairs (new_qps()), each ending
+// with the access that fails (REM_ACCESS_ERR moves both QPs to ERR):
+//   1. a type 1 window bound with ibv_bind_mw (BIND_MW completion): A WRITEs and READs through
+//      it; a rebind elsewhere gives it a new key (same index, new tag), which works, and a WRITE
+//      with the old key, inside the old range, fails;
+//   2. a type 2 window bound with IBV_WR_BIND_MW: A WRITEs through it, then a SEND_WITH_INV
+//      naming it (B's receive completion: IBV_WC_WITH_INV, invalidated_rkey = the window's key);
+//      a WRITE with that key then fails;
+//   3. a type 2 window bound, WRITE through it, revoked by B's IBV_WR_LOCAL_INV (LOCAL_INV
+//      completion); a WRITE with its key then fails.
+// Never sent: a SEND_WITH_INV naming a window that is not bound (it panics Linux 6.1's rxe), so
+// A sends one only after B's bind completed successfully.
+void sc_mw(Run& r) {
+  Config c;
+  c.mr_access = kMrAll | IBV_ACCESS_MW_BIND;
+  r.setup(c);
+  ibv_mw *mw1 = nullptr, *mw2 = nullptr, *mw3 = nullptr;
+  uint64_t k1a = 0, k1b = 0, k2 = 0, k3 = 0, ok = 0;
+
+  // 1. Type 1: bind, WRITE and READ, rebind, the old key fails.
+  r.on('B', [&](Side& b) {
+    mw1 = alloc_mw(r, b, 1, IBV_MW_TYPE_1);
+    if (mw1 && bind_mw_type1(r, b, mw1, 1, 201, 32768, 8192, "mw1.a") == 0) r.expect_wc(b, false, 1);
+    k1a = mw1 ? mw1->rkey : 0;
+  });
+  r.share('B', k1a);
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 0, 1000, 130);
+    r.post_send(a, 1, IBV_WR_RDMA_WRITE, {a.sge(0, 1000)}, SIG, r.b_addr(32768 + 100), uint32_t(k1a), 0, 0, 0,
+                "rkey=mw1.a");
+    r.post_send(a, 2, IBV_WR_RDMA_READ, {a.sge(4096, 1000)}, SIG, r.b_addr(32768 + 100), uint32_t(k1a), 0, 0,
+                0, "rkey=mw1.a");
+    r.expect_wc(a, false, 2);
+    r.mem(a, 4096, 1000, 130);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.mem(b, 32768, 100);
+    r.mem(b, 32768 + 100, 1000, 130);
+    r.mem(b, 32768 + 1100, 100);
+    if (mw1 && bind_mw_type1(r, b, mw1, 1, 202, 49152, 4096, "mw1.b", "mw1.a", uint32_t(k1a)) == 0)
+      r.expect_wc(b, false, 1);
+    k1b = mw1 ? mw1->rkey : 0;
+  });
+  r.share('B', k1b);
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 8192, 512, 131);
+    r.post_send(a, 3, IBV_WR_RDMA_WRITE, {a.sge(8192, 512)}, SIG, r.b_addr(49152), uint32_t(k1b), 0, 0, 0,
+                "rkey=mw1.b");
+    r.expect_wc(a, false, 1);
+    r.fill_pattern(a, 12288, 256, 132);
+    r.post_send(a, 4, IBV_WR_RDMA_WRITE, {a.sge(12288, 256)}, SIG, r.b_addr(32768 + 2048), uint32_t(k1a), 0,
+                0, 0, "rkey=mw1.a");
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.qp_state(b);
+    r.mem(b, 49152, 512, 131);
+    r.mem(b, 32768 + 2048, 256);
+  });
+
+  // 2. Type 2: bind through a WR, WRITE, SEND_WITH_INV revokes it, its key fails.
+  r.new_qps(1);
+  r.on('B', [&](Side& b) {
+    mw2 = alloc_mw(r, b, 2, IBV_MW_TYPE_2);
+    if (!mw2) return;
+    k2 = ibv_inc_rkey(mw2->rkey);
+    if (bind_mw_wr(r, b, mw2, 2, 211, uint32_t(k2), "mw2.a", 40960, 4096) != 0) return;
+    std::vector<ibv_wc> w;
+    r.expect_wc(b, false, 1, &w);
+    ok = w.size() == 1 && w[0].status == IBV_WC_SUCCESS;
+  });
+  r.share('B', k2);
+  r.share('B', ok);
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 16384, 512, 133);
+    r.post_send(a, 5, IBV_WR_RDMA_WRITE, {a.sge(16384, 512)}, SIG, r.b_addr(40960 + 512), uint32_t(k2), 0, 0,
+                0, "rkey=mw2.a");
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.mem(b, 40960 + 512, 512, 133);
+    r.post_recv(b, 102, {b.sge(0, 64)});
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    if (!ok) {
+      r.log(a, "bind of mw2 failed: no SEND_WITH_INV");  // an unbound window would panic rxe
+      return;
+    }
+    r.fill_pattern(a, 20480, 16, 134);
+    post_inv(r, a, 6, IBV_WR_SEND_WITH_INV, {a.sge(20480, 16)}, uint32_t(k2), "mw2.a");
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.expect_wc(b, true, 1);
+    r.mem(b, 0, 16, 134);
+    r.mem(b, 16, 48);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 24576, 256, 135);
+    r.post_send(a, 7, IBV_WR_RDMA_WRITE, {a.sge(24576, 256)}, SIG, r.b_addr(40960 + 1024), uint32_t(k2), 0, 0,
+                0, "rkey=mw2.a");
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.qp_state(b);
+    r.mem(b, 40960 + 1024, 256);
+  });
+
+  // 3. Type 2: bind, WRITE, LOCAL_INV on B, its key fails.
+  r.new_qps(2);
+  r.on('B', [&](Side& b) {
+    mw3 = alloc_mw(r, b, 3, IBV_MW_TYPE_2);
+    if (!mw3) return;
+    k3 = ibv_inc_rkey(mw3->rkey);
+    if (bind_mw_wr(r, b, mw3, 3, 221, uint32_t(k3), "mw3.a", 45056, 4096) == 0) r.expect_wc(b, false, 1);
+  });
+  r.share('B', k3);
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 28672, 256, 136);
+    r.post_send(a, 8, IBV_WR_RDMA_WRITE, {a.sge(28672, 256)}, SIG, r.b_addr(45056), uint32_t(k3), 0, 0, 0,
+                "rkey=mw3.a");
+    r.expect_wc(a, false, 1);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.mem(b, 45056, 256, 136);
+    if (mw3 && post_inv(r, b, 222, IBV_WR_LOCAL_INV, {}, uint32_t(k3), "mw3.a") == 0)
+      r.expect_wc(b, false, 1);
+  });
+  r.sync();
+  r.on('A', [&](Side& a) {
+    r.fill_pattern(a, 32768, 256, 137);
+    r.post_send(a, 9, IBV_WR_RDMA_WRITE, {a.sge(32768, 256)}, SIG, r.b_addr(45056 + 1024), uint32_t(k3), 0, 0,
+                0, "rkey=mw3.a");
+    r.expect_wc(a, false, 1);
+    r.qp_state(a);
+  });
+  r.sync();
+  r.on('B', [&](Side& b) {
+    r.qp_state(b);
+    r.mem(b, 45056 + 1024, 256);
+    dealloc_mw(r, b, mw1, 1);
+    dealloc_mw(r, b, mw2, 2);
+    dealloc_mw(r, b, mw3, 3);
+  });
+  r.teardown();
+}
+
 const Scenario kScenarios[] = {
     {"send", sc_send, "SEND, multi-packet and zero-length"},
     {"send_imm", sc_send_imm, "SEND_WITH_IMM"},
@@ -1824,6 +2124,7 @@ const Scenario kScenarios[] = {
     {"ud", sc_ud, "UD SEND / SEND_WITH_IMM, reply via ibv_create_ah_from_wc, wrong Q_Key, no receive"},
     {"uc", sc_uc, "UC SEND and RDMA_WRITE_WITH_IMM without ACKs; a SEND with no receive is lost"},
     {"srq", sc_srq, "RC on a shared receive queue: WQEs in order, the SRQ limit event"},
+    {"mw", sc_mw, "memory windows: type 1 bind/rebind, type 2 with SEND_WITH_INV and LOCAL_INV"},
 };
 
 [[noreturn]] void usage(int rc) {
