@@ -72,6 +72,19 @@ class Mw : public VerbsFixture {
     EXPECT_TRUE(PollOne(a_.scq, wc));
     return wc.status;
   }
+  /** A SEND_WITH_INV of 16 bytes from A naming @p rkey; returns ibv_post_send's result. */
+  int SendInvFromA(uint64_t wr_id, uint32_t rkey) {
+    ibv_sge sge = a_.sge(0, 16);
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND_WITH_INV;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.invalidate_rkey = rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(a_.qp, &wr, &bad);
+  }
   static constexpr size_t kHalf = 128 * 1024;
   ibv_mr* win_mr_ = nullptr;
   ibv_mw* mw_ = nullptr;
@@ -240,16 +253,7 @@ TEST_F(Mw, SendWithInvalidateRevokesTheWindowRemotely) {
   const uint32_t key = ibv_inc_rkey(mw_->rkey);
   ASSERT_EQ(Bind2(key, WinAddr(0), 4096, kRemote).status, IBV_WC_SUCCESS);
   ASSERT_EQ(PostRecv(b_, 1, {b_.sge(0, 64)}), 0);
-  ibv_sge sge = a_.sge(0, 16);
-  ibv_send_wr wr{};
-  wr.wr_id = 2;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.invalidate_rkey = key;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+  ASSERT_EQ(SendInvFromA(2, key), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(b_.rcq, wc));
   ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
@@ -268,16 +272,7 @@ TEST_F(Mw, SendWithInvalidateOfAnUnboundWindowIsAnInvalidRequest) {
   mw_ = ibv_alloc_mw(b_.pd, IBV_MW_TYPE_2);
   ASSERT_NE(mw_, nullptr);
   ASSERT_EQ(PostRecv(b_, 1, {b_.sge(0, 64)}), 0);
-  ibv_sge sge = a_.sge(0, 16);
-  ibv_send_wr wr{};
-  wr.wr_id = 2;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND_WITH_INV;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.invalidate_rkey = mw_->rkey;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(a_.qp, &wr, &bad), 0);
+  ASSERT_EQ(SendInvFromA(2, mw_->rkey), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(b_.rcq, wc));
   EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR) << e2e::describe(wc);
