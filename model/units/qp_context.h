@@ -126,6 +126,7 @@ struct QpContext {
   bool uc_dropping = false;       ///< UC: a packet of this message was lost; drop until the next FIRST/ONLY
   bool last_wqe_reached = false;  ///< SRQ: the last-WQE-reached event was raised (once per ERR)
   uint32_t xrc_srqn = 0;          ///< XRC receive QP: the XRC SRQ the request being handled names
+  uint32_t xrc_pdn = 0;           ///< ... and that SRQ's PD, in which the request's keys are checked
   /** Atomic results by PSN, so a duplicate atomic is answered again, not executed twice. */
   struct AtomicReplay {
     uint32_t psn;

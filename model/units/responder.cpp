@@ -280,6 +280,10 @@ void Responder::on_send(QpContext& qp, const wire::ParsedFrame& f) {
   if (h.ackreq || ends) send_ack(qp, h.psn, wire::aeth_ack(wire::kAethCreditInvalid));
 }
 
+uint32_t Responder::request_pdn(const QpContext& qp) const {
+  return hw::QpType(qp.qpc.type) == hw::QpType::XrcRecv ? qp.xrc_pdn : qp.qpc.pdn;
+}
+
 uint32_t Responder::recv_cqn(const QpContext& qp) const {
   return qp.recv.cqn ? qp.recv.cqn : qp.qpc.recv_cqn;
 }
@@ -294,12 +298,12 @@ bool Responder::xrc_target(QpContext& qp, const wire::Headers& h) {
   // IBTA 9.2.x (XRC): the request is executed in the context of the XRC SRQ it names: its
   // receive WQEs, and its PD for every key check.
   qp.xrc_srqn = h.xrc_srqn;
-  qp.qpc.pdn = srq->srqc.pdn;
+  qp.xrc_pdn = srq->srqc.pdn;
   return true;
 }
 
 bool Responder::remote_invalidate(QpContext& qp, const wire::Headers& h) {
-  const MwOp r = u_.mrs.invalidate(h.ieth_rkey, qp.qpc.pdn, qp.qpc.qpn);
+  const MwOp r = u_.mrs.invalidate(h.ieth_rkey, request_pdn(qp), qp.qpc.qpn);
   HCASIM_TRACE(u_.tracer, Responder, Note, qp.qpc.qpn,
                TraceFields().set_psn(h.psn).set_key(h.ieth_rkey).set_flag(kTfError, r != MwOp::Ok),
                "SEND with invalidate: window 0x%x -> %s", h.ieth_rkey, mw_op_name(r));
@@ -317,7 +321,7 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
   const bool ends = wire::ends_message(op);
   if (wire::starts_message(op)) {
     if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
-        u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
+        u_.mrs.check(h.reth.rkey, request_pdn(qp), h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
                      "rkey") != MrCheck::Ok)
       return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
     qp.write_active = true;
@@ -346,7 +350,7 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
 
 void Responder::on_read(QpContext& qp, const wire::Headers& h) {
   if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
-      u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qp.qpc.qpn,
+      u_.mrs.check(h.reth.rkey, request_pdn(qp), h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qp.qpc.qpn,
                    "rkey") != MrCheck::Ok)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
   ++qp.msn;
@@ -374,7 +378,7 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   if (ae.va % 8)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "misaligned atomic");
   if (!(qp.qpc.access_flags & hw::kAccessRemoteAtomic) ||
-      u_.mrs.check(ae.rkey, qp.qpc.pdn, ae.va, 8, hw::kAccessRemoteAtomic, qpn, "rkey") != MrCheck::Ok)
+      u_.mrs.check(ae.rkey, request_pdn(qp), ae.va, 8, hw::kAccessRemoteAtomic, qpn, "rkey") != MrCheck::Ok)
     return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok,
                  "atomic rkey check failed");
   // Read-modify-write in the responder's host byte order (rxe's behaviour; docs/conformance.md).

@@ -55,6 +55,8 @@ class Responder {
   bool take_srq_recv(QpContext& qp, uint32_t srqn);
   /** @brief XRC receive QP: the XRCETH names an XRC SRQ of the QP's domain; false after NAKing it. */
   bool xrc_target(QpContext& qp, const wire::Headers& h);
+  /** @brief The PD a request's keys are checked in: the QP's, or for XRC the named SRQ's. */
+  uint32_t request_pdn(const QpContext& qp) const;
   /** @brief Where the receive WQE in progress completes (an XRC SRQ's CQ, or the QP's). */
   uint32_t recv_cqn(const QpContext& qp) const;
   /** @brief After an SRQ WQE was taken: fewer WQEs left than its armed limit raise the limit event. */

@@ -574,31 +574,22 @@ class Run {
     if (rc != 0 && bad != &wr) log(s, "post_send bad_wr is not the failed WR");
     return rc;
   }
-  int post_recv(Side& s, uint64_t wr_id, std::vector<ibv_sge> sges) {
+  /** One receive WR to the side's QP, or with @p to_srq to its SRQ; logged with the verb used. */
+  int post_recv(Side& s, uint64_t wr_id, std::vector<ibv_sge> sges, bool to_srq = false) {
     ibv_recv_wr wr{};
     wr.wr_id = wr_id;
     wr.sg_list = sges.empty() ? nullptr : sges.data();
     wr.num_sge = int(sges.size());
     ibv_recv_wr* bad = nullptr;
-    const int rc = ibv_post_recv(s.qp, &wr, &bad);
+    const int rc = to_srq ? ibv_post_srq_recv(s.srq, &wr, &bad) : ibv_post_recv(s.qp, &wr, &bad);
     uint64_t len = 0;
     for (auto& g : sges) len += g.length;
-    log(s, "post_recv wr=%llu len=%s sge=%zu rc=%s", (unsigned long long)wr_id, len_str(len).c_str(),
-        sges.size(), errno_name(rc).c_str());
+    log(s, "%s wr=%llu len=%s sge=%zu rc=%s", to_srq ? "post_srq_recv" : "post_recv",
+        (unsigned long long)wr_id, len_str(len).c_str(), sges.size(), errno_name(rc).c_str());
     return rc;
   }
   int post_srq_recv(Side& s, uint64_t wr_id, std::vector<ibv_sge> sges) {
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = sges.empty() ? nullptr : sges.data();
-    wr.num_sge = int(sges.size());
-    ibv_recv_wr* bad = nullptr;
-    const int rc = ibv_post_srq_recv(s.srq, &wr, &bad);
-    uint64_t len = 0;
-    for (auto& g : sges) len += g.length;
-    log(s, "post_srq_recv wr=%llu len=%s sge=%zu rc=%s", (unsigned long long)wr_id, len_str(len).c_str(),
-        sges.size(), errno_name(rc).c_str());
-    return rc;
+    return post_recv(s, wr_id, std::move(sges), true);
   }
   /** Side @p s's name for QP number @p qpn: the peer's QP, its own, or the number. The peer first:
    *  on the simulator the two sides' QPs (on two devices) may have the same number. */
