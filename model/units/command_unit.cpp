@@ -6,7 +6,8 @@
 namespace hcasim::model {
 
 CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, SrqTable& srqs, MrTable& mrs, CqUnit& cq, EqUnit& eq,
-                         hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState)> on_state)
+                         hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState)> on_state,
+                         uint32_t first_qpn)
     : tracer_(tracer),
       qpc_(qpc),
       srqs_(srqs),
@@ -14,7 +15,8 @@ CommandUnit::CommandUnit(Tracer& tracer, QpcCache& qpc, SrqTable& srqs, MrTable&
       cq_(cq),
       eq_(eq),
       caps_(caps),
-      on_state_(std::move(on_state)) {}
+      on_state_(std::move(on_state)),
+      next_qpn_(first_qpn) {}
 
 hw::CmdStatus CommandUnit::modify_qp(QpContext& qp, uint32_t mask, const hw::Qpc& in) {
   hw::Qpc& q = qp.qpc;

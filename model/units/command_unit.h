@@ -28,9 +28,18 @@ class CommandUnit {
    * @param qpc, srqs, mrs, cq, eq the units whose contexts commands program
    * @param caps what QueryHcaCap answers
    * @param on_state called after a QP changes state (RTR/RTS setup, ERR flush)
+   * @param first_qpn the number of the first QP created (qpn_base())
    */
   CommandUnit(Tracer& tracer, QpcCache& qpc, SrqTable& srqs, MrTable& mrs, CqUnit& cq, EqUnit& eq,
-              hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState from)> on_state);
+              hw::HcaCaps caps, std::function<void(QpContext&, hw::QpState from)> on_state,
+              uint32_t first_qpn = 0x11);
+
+  /**
+   * @brief The first QPN of host @p host_index: 0x11 above the host index in bits 16..23, so
+   * hcasim0's QPs are 0x000011, 0x000012... and hcasim1's 0x010011..., and a trace tells local
+   * from remote QPs at a glance. (QPNs 0 and 1 are the special QPs; rxe also starts at 0x11.)
+   */
+  static uint32_t qpn_base(uint32_t host_index) { return ((host_index & 0xff) << 16) | 0x11; }
 
   /** @brief Execute one command; status and out are filled in the mailbox. */
   void execute(hw::CmdMailbox& mb);
@@ -68,7 +77,7 @@ class CommandUnit {
   EqUnit& eq_;
   hw::HcaCaps caps_;
   std::function<void(QpContext&, hw::QpState)> on_state_;
-  uint32_t next_pdn_ = 1, next_qpn_ = 0x11, next_cqn_ = 1, next_eqn_ = 1, next_mkey_ = 1, next_srqn_ = 1;
+  uint32_t next_pdn_ = 1, next_qpn_, next_cqn_ = 1, next_eqn_ = 1, next_mkey_ = 1, next_srqn_ = 1;
   uint8_t mkey_tag_ = 0x2a;
   std::unordered_set<uint32_t> pds_;
   std::unordered_set<uint32_t> xrcds_;  ///< XRC domains (their numbers count with the PDs')

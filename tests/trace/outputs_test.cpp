@@ -306,15 +306,15 @@ TEST(StepMode, ScriptedSession) {
   EXPECT_NE(out.find("(step) n doorbell\n"), std::string::npos) << out;  // commands echoed
   EXPECT_NE(out.find("doorbell    0x000011  UAR+0x800 SQ doorbell: qpn=0x11 producer=1"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("QP 0x000011 on hcasim0: RC RTS, dest QP 0x000011, path MTU 1024"), std::string::npos)
+  EXPECT_NE(out.find("QP 0x000011 on hcasim0: RC RTS, dest QP 0x010011, path MTU 1024"), std::string::npos)
       << out;
   EXPECT_NE(out.find("  SQ: 8 WQEBBs; producer (last doorbell) 0, next fetch 0"), std::string::npos) << out;
   EXPECT_NE(out.find("QP 0x000011 on hcasim0 buffer tables:"), std::string::npos) << out;
   EXPECT_NE(out.find("    page 0: L1[0]@0x"), std::string::npos) << out;
   EXPECT_NE(out.find("port      pkt.tx      -         TX WRITE_FIRST"), std::string::npos) << out;
-  EXPECT_NE(out.find("cqe.write   0x000011  CQ 1 CQE[0]"), std::string::npos) << out;
+  EXPECT_NE(out.find("cqe.write   0x010011  CQ 1 CQE[0]"), std::string::npos) << out;
   EXPECT_NE(out.find("CQ 1 on hcasim"), std::string::npos) << out;
-  EXPECT_NE(out.find("cq        event       0x000011  CQ 1 no event: not armed"), std::string::npos) << out;
+  EXPECT_NE(out.find("cq        event       0x010011  CQ 1 no event: not armed"), std::string::npos) << out;
   EXPECT_NE(out.find("step: no more pauses"), std::string::npos) << out;
   EXPECT_NE(out.find("write_imm: ok"), std::string::npos) << out;
   run_cmd("rm -rf '" + dir + "'");
@@ -324,11 +324,11 @@ TEST(StepMode, ScriptedSession) {
 TEST(StepMode, PrintsTheSharedReceiveQueue) {
   int st = -1;
   const std::string out = run_cmd(
-      "printf 'n kind=wqe.fetch;host=1\\nn kind=wqe.fetch;host=1\\np srq 1\\np qp 0x11\\nq\\n' | " + kHcasim +
+      "printf 'n kind=wqe.fetch;host=1\\nn kind=wqe.fetch;host=1\\np srq 1\\np qp 0x10011\\nq\\n' | " + kHcasim +
           " run --idle-us 0 --step --step-filter 'host=1' -- " + kScenarios.at("srq_send") + " 2>&1",
       &st);
   EXPECT_EQ(st, 0) << out;
-  EXPECT_NE(out.find("wqe.fetch   0x000011  SRQ 0x1 WQE 0: 1 SGE(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("wqe.fetch   0x010011  SRQ 0x1 WQE 0: 1 SGE(s)"), std::string::npos) << out;
   EXPECT_NE(
       out.find(
           "SRQ 0x1 on hcasim1: 8 WQEs of 16 B, PD 1; consumer 2 (slot 2), producer seen 2; limit not armed"),

@@ -10,6 +10,9 @@
  *   3. RDMA_READ of 4096 bytes: A reads B's buffer.
  * Every payload is verified byte for byte. Exit status 0 means every check passed.
  *
+ * Lab 1 handout: tutorials/lab01-three-operations/README.md. This is the reference solution;
+ * starter/three_ops.c is the same program with the work requests of steps 2 and 3 left out.
+ *
  * Nothing here knows about the simulator: build it with `cc three_ops.c -libverbs` and run it
  * on RoCE hardware, on rxe, or under `hcasim run` (which adds the step trace).
  */
