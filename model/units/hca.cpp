@@ -134,7 +134,7 @@ void Hca::on_rx(PacketPtr pkt) {
     ++rx_dropped_;
     HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp,
                  TraceFields().set_opcode(uint16_t(f.h.opcode)).set_psn(f.h.psn).set_peer_qpn(f.h.dest_qp),
-                 "frame dropped by test hook (psn=%u)", f.h.psn);
+                 "frame lost (injected: psn=%u)", f.h.psn);
     return;
   }
   QpcCache::Lookup l =

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "responder.h"
 
+#include "strprintf.h"
+
 #include <cinttypes>
 #include <cstring>
 
@@ -131,6 +133,25 @@ void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
   ci.srqn = qp.recv.srqn;
   qp.recv.active = false;
   u_.cq.post(recv_cqn(qp), ci);
+}
+
+std::string Responder::remote_access_refusal(QpContext& qp, uint32_t rkey, uint64_t va, uint64_t len,
+                                             uint32_t access) {
+  const char* op = access == hw::kAccessRemoteWrite  ? "RDMA WRITE"
+                   : access == hw::kAccessRemoteRead ? "RDMA READ"
+                                                     : "atomic";
+  const char* flag = access == hw::kAccessRemoteWrite  ? "IBV_ACCESS_REMOTE_WRITE"
+                     : access == hw::kAccessRemoteRead ? "IBV_ACCESS_REMOTE_READ"
+                                                       : "IBV_ACCESS_REMOTE_ATOMIC";
+  // The QP's own remote access enables are checked before any key is looked at.
+  if (!(qp.qpc.access_flags & access))
+    return strprintf("QP access check failed: %s refused, the QP's qp_access_flags lack %s", op, flag);
+  const MrCheck c = u_.mrs.check(rkey, request_pdn(qp), va, len, access, qp.qpc.qpn, "rkey");
+  if (c == MrCheck::Ok) return {};
+  if (c == MrCheck::NoAccess)
+    return strprintf("rkey check failed: %s refused, rkey 0x%x's memory was registered without %s", op, rkey,
+                     flag);
+  return strprintf("rkey check failed: %s refused, rkey 0x%x: %s", op, rkey, mr_check_name(c));
 }
 
 void Responder::fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status,
@@ -320,10 +341,10 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
   const uint32_t len = uint32_t(f.payload_len), qpn = qp.qpc.qpn;
   const bool ends = wire::ends_message(op);
   if (wire::starts_message(op)) {
-    if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite) ||
-        u_.mrs.check(h.reth.rkey, request_pdn(qp), h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
-                     "rkey") != MrCheck::Ok)
-      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+    const std::string refused =
+        remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite);
+    if (!refused.empty())
+      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, refused.c_str());
     qp.write_active = true;
     qp.write_va = h.reth.va;
     qp.write_rkey = h.reth.rkey;
@@ -349,10 +370,10 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
 }
 
 void Responder::on_read(QpContext& qp, const wire::Headers& h) {
-  if (!(qp.qpc.access_flags & hw::kAccessRemoteRead) ||
-      u_.mrs.check(h.reth.rkey, request_pdn(qp), h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, qp.qpc.qpn,
-                   "rkey") != MrCheck::Ok)
-    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, "rkey check failed");
+  const std::string refused =
+      remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead);
+  if (!refused.empty())
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, refused.c_str());
   ++qp.msn;
   read_response(qp, h.psn, h.reth);
   const uint32_t n =
@@ -377,10 +398,9 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   // IBTA o9-23: 8-byte aligned, else an invalid request.
   if (ae.va % 8)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "misaligned atomic");
-  if (!(qp.qpc.access_flags & hw::kAccessRemoteAtomic) ||
-      u_.mrs.check(ae.rkey, request_pdn(qp), ae.va, 8, hw::kAccessRemoteAtomic, qpn, "rkey") != MrCheck::Ok)
-    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok,
-                 "atomic rkey check failed");
+  const std::string refused = remote_access_refusal(qp, ae.rkey, ae.va, 8, hw::kAccessRemoteAtomic);
+  if (!refused.empty())
+    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, refused.c_str());
   // Read-modify-write in the responder's host byte order (rxe's behaviour; docs/conformance.md).
   // The model runs under one lock, so no other device access interleaves.
   uint64_t orig = 0;

@@ -8,6 +8,8 @@
  */
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 
 #include "hca_core.h"
@@ -83,6 +85,13 @@ class Responder {
   /** @brief Complete the receive WQE in progress; @p src_qp and @p flags as the transport gives them. */
   void completion(QpContext& qp, hw::CqeOpcode op, uint32_t len, const wire::Headers& h, uint32_t src_qp,
                   uint8_t flags = 0);
+  /**
+   * @brief The remote access checks of an RDMA WRITE, READ or atomic: first the QP's own
+   * permission (qp_access_flags), then the rkey's region or window. Empty when allowed, else
+   * the reason, naming which check refused: the QP's or the memory's (they are different
+   * mistakes in a program).
+   */
+  std::string remote_access_refusal(QpContext& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access);
   /** @brief Responder-side fatal error: NAK the requester, complete the receive in error, QP to ERR. */
   void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status, const char* why);
 

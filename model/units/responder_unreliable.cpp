@@ -122,11 +122,9 @@ void Responder::uc_write(QpContext& qp, const wire::ParsedFrame& f) {
   const wire::Headers& h = f.h;
   const uint32_t len = uint32_t(f.payload_len), qpn = qp.qpc.qpn;
   if (wire::starts_message(h.opcode)) {
-    if (!(qp.qpc.access_flags & hw::kAccessRemoteWrite))
-      return uc_drop(qp, h, "QP access flags do not allow remote write");
-    if (u_.mrs.check(h.reth.rkey, qp.qpc.pdn, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, qpn,
-                     "rkey") != MrCheck::Ok)
-      return uc_drop(qp, h, "rkey check failed");
+    const std::string refused =
+        remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite);
+    if (!refused.empty()) return uc_drop(qp, h, refused.c_str());
     qp.write_active = true;
     qp.write_va = h.reth.va;
     qp.write_rkey = h.reth.rkey;

@@ -38,6 +38,7 @@ struct SimOptions {
   std::string step_script;
   uint32_t hosts = 0;  ///< --hosts (0: not given)
   std::string clock;   ///< --clock (empty: not given)
+  std::string drops;   ///< every --drop rule, '|'-separated (HCASIM_DROP)
 };
 
 /**

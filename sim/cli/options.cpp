@@ -2,6 +2,7 @@
 // hcasim's option parsing and the small helpers every subcommand uses (cli.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -117,6 +118,14 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
                  v ? v : "");
     o.env.emplace_back("HCASIM_CLOCK", v);
     o.clock = v;
+  } else if (a == "--drop") {
+    const char* v = value();  // checked with the run's host names, before anything starts (run.cpp)
+    if (!v || !*v) return err("--drop needs a rule: 'host=H;psn=P[;qpn=Q][;count=N]'");
+    o.drops += (o.drops.empty() ? "" : "|") + std::string(v);
+    auto& env = o.env;
+    env.erase(std::remove_if(env.begin(), env.end(), [](const auto& e) { return e.first == "HCASIM_DROP"; }),
+              env.end());
+    env.emplace_back("HCASIM_DROP", o.drops);
   } else if (a == "--idle-us") {
     const char* v = value();
     if (!parse_uint(v, 0, 10000000)) return err("--idle-us: expected 0..10000000, got '%s'", v ? v : "");

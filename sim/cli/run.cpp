@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "drop_rule.h"
 #include "trace_filter.h"
 
 namespace hcasim::cli {
@@ -123,6 +124,9 @@ int check_filters(const RunRequest& r) {
     std::string err;
     if (option && !sim::TraceFilter().parse(value, err, names)) return fail("%s: %s", option, err.c_str());
   }
+  std::vector<sim::DropRule> rules;
+  std::string err;
+  if (!sim::parse_drop_rules(r.so.drops, rules, err, names)) return fail("--drop: %s", err.c_str());
   return kGoOn;
 }
 

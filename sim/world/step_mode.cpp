@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "drop_rule.h"
 #include "hca.h"
 #include "strprintf.h"
 
@@ -188,6 +189,7 @@ const char* StepController::help_text() {
          "  p cq CQN [HOST]        CQ arm state and indices\n"
          "  p srq SRQN [HOST]      shared receive queue: indices, armed limit, ring\n"
          "  p stats                counters of every device\n"
+         "  drop next [HOST]       the wire loses the next frame HOST receives (default: any host)\n"
          "  q | quit               stop pausing and run to completion\n"
          "  h | help               this list\n"
          "HOST: index or device name (default: the current event's host)\n";
@@ -294,6 +296,7 @@ bool StepController::execute(const std::string& line, const model::TraceEvent& e
     return false;
   }
   if (c == "p" || c == "print") return cmd_print(w, ev);
+  if (c == "drop") return cmd_drop(w);
   std::fprintf(out_, "step: unknown command '%s' (h for help)\n", c.c_str());
   return false;
 }
@@ -330,6 +333,25 @@ bool StepController::cmd_next(const std::vector<std::string>& w) {
   until_ = true;
   skip_ = 0;
   return true;
+}
+
+bool StepController::cmd_drop(const std::vector<std::string>& w) {
+  if (w.size() < 2 || w[1] != "next" || w.size() > 3) {
+    std::fputs("step: drop next [HOST]\n", out_);
+    return false;
+  }
+  uint32_t host = DropRule::kAny;
+  if (w.size() == 3 && !host_arg(w, 2, 0, host)) return false;
+  if (!on_drop_next) {
+    std::fputs("step: this run cannot lose frames\n", out_);
+    return false;
+  }
+  on_drop_next(host);
+  if (host == DropRule::kAny)
+    std::fputs("step: the next frame any host receives will be lost\n", out_);
+  else
+    std::fprintf(out_, "step: the next frame %s receives will be lost\n", names_[host].c_str());
+  return false;
 }
 
 bool StepController::cmd_print(const std::vector<std::string>& w, const model::TraceEvent& ev) {

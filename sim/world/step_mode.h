@@ -18,6 +18,7 @@
  *   p bt QPN [HOST]          the SQ's and RQ's buffer tables, entry by entry
  *   p cq CQN [HOST]          CQ arm state, producer/consumer indices
  *   p stats                  every device's counters
+ *   drop next [HOST]         the wire loses the next frame HOST receives (default: any host)
  *   q | quit                 stop pausing; the program runs to completion
  *   h | help                 this list
  * HOST is an index or a device name; it defaults to the host of the current event.
@@ -101,6 +102,8 @@ class StepController : public model::TraceSink {
   ~StepController() override;
   /** @brief Events that pause (empty: every event). */
   TraceFilter filter;
+  /** @brief What `drop next [HOST]` calls (DropRule::kAny: whichever host receives first). */
+  std::function<void(uint32_t host)> on_drop_next;
   void record(const model::TraceEvent& ev) override;
   void finish() override;
   /** @brief Still pausing (no quit, input not exhausted). */
@@ -116,6 +119,7 @@ class StepController : public model::TraceSink {
   bool cmd_continue(const std::vector<std::string>& w);
   bool cmd_next(const std::vector<std::string>& w);
   bool cmd_print(const std::vector<std::string>& w, const model::TraceEvent& ev);
+  bool cmd_drop(const std::vector<std::string>& w);
   bool host_arg(const std::vector<std::string>& w, size_t i, uint32_t cur, uint32_t& host);
 
   FILE* in_;

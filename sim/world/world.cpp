@@ -81,6 +81,12 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
     err = "--trace-filter (HCASIM_TRACE_FILTER): " + ferr;
     return false;
   }
+  c.drop = env_str("HCASIM_DROP");
+  std::vector<DropRule> rules;
+  if (!parse_drop_rules(c.drop, rules, ferr, names)) {
+    err = "--drop (HCASIM_DROP): " + ferr;
+    return false;
+  }
   if (!TraceFilter().parse(c.step_filter, ferr, names)) {
     err = "--step-filter (HCASIM_STEP_FILTER): " + ferr;
     return false;
@@ -231,6 +237,15 @@ World::World(const WorldConfig& cfg)
       h->port().set_tap(
           [this](uint64_t t_ps, const model::Packet& p) { pcap_->write(t_ps / 1000, p.data, p.len); });
   }
+  if (!cfg.drop.empty() || step_io.in) {
+    std::vector<DropRule> rules;
+    std::string err;
+    parse_drop_rules(cfg.drop, rules, err, names);  // checked by from_env
+    loss_.add(rules);
+    std::vector<model::Hca*> raw;
+    for (auto& h : hcas_) raw.push_back(h.get());
+    loss_.attach(raw);
+  }
   if (step_io.in) open_step(step_io, names);
   net_tracer_.attach(sink, 0);
   // Two hosts: a cable; more: a switch.
@@ -363,6 +378,7 @@ void World::open_step(const StepIo& io, const std::vector<std::string>& names) {
   step_ = std::make_unique<StepController>(io.in, true, io.out, echo, names, inspector_.get());
   std::string err;
   if (!step_->filter.parse(cfg_.step_filter, err, names)) std::fprintf(stderr, "hcasim: %s\n", err.c_str());
+  step_->on_drop_next = [this](uint32_t host) { loss_.drop_next(host); };
   hub_.add(step_.get());
   std::fprintf(
       io.out, "hcasim: step mode: pausing at %s; h for help\n",

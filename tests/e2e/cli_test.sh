@@ -10,6 +10,8 @@
 #   cli_test.sh profiles    HCASIM             `hcasim profiles` describes every profile; --profile checks
 #   cli_test.sh filters     HCASIM THREE_OPS   --trace-filter: host names, packets by QPN, short
 #                                              kind words; bad filters refused before the program runs
+#   cli_test.sh drop        HCASIM THREE_OPS   --drop loses the named frame and RC recovers (NAK, go-back);
+#                                              step mode's drop next; bad rules refused before the program runs
 #
 # Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
 set -u
@@ -79,6 +81,30 @@ filters)
   # The short words of step mode work in filters too: cqe = cqe.write.
   run "$tmp/out" run --trace "$tmp/t" --trace-filter kind=cqe -- "$prog" || fail "kind=cqe run failed"
   [ "$(awk '!/^#/ {print $4}' "$tmp/t" | sort -u)" = cqe.write ] || fail "kind=cqe kept other kinds"
+  ;;
+
+drop)
+  prog=${3:?three_ops}
+  for rule in 'psn=3' 'host=2' 'host=hcasim9;psn=1' 'host=1;psn=0x1000000' 'host=1;count=0' 'host=1;pns=4' 'host=1;qpn'; do
+    run "$tmp/out" run --drop "$rule" -- sh -c "touch $tmp/ran"
+    rc=$?
+    [ $rc -eq 2 ] || fail "--drop '$rule' exited $rc, expected 2: $(cat "$tmp/out")"
+    grep -q "^hcasim: --drop: " "$tmp/out" || fail "'$rule': message does not name the option: $(cat "$tmp/out")"
+    [ ! -e "$tmp/ran" ] || fail "'$rule': the program ran despite the bad rule"
+  done
+  # hcasim1 loses the SEND's middle packet (PSN 1001): a sequence NAK, go-back to 1001, success.
+  run "$tmp/out" run --clock lockstep --drop 'host=hcasim1;psn=1001' --stats --trace "$tmp/t" -- "$prog" ||
+    fail "three_ops failed with a lost frame: $(cat "$tmp/out")"
+  grep -q "hcasim1  port      error       0x010011  frame lost (injected: psn=1001)" "$tmp/t" || fail "no loss in the trace"
+  grep -q "resp      nak         0x010011  PSN gap: got 1002 expected 1001" "$tmp/t" || fail "no sequence NAK"
+  grep -q "req       retransmit  0x000011  go back to PSN 1001" "$tmp/t" || fail "no go-back-N"
+  [ "$(grep -c 'frame lost' "$tmp/t")" = 1 ] || fail "more than one frame lost"
+  grep -q "^all checks passed$" "$tmp/out" || fail "three_ops did not pass"
+  # Step mode: drop next at the first packet start loses PSN 1000 at hcasim1.
+  printf 'n pkt.tx\ndrop next\nq\n' >"$tmp/cmds"
+  run "$tmp/out" run --step-script "$tmp/cmds" --trace "$tmp/t" -- "$prog" || fail "step run failed: $(cat "$tmp/out")"
+  grep -q "step: the next frame any host receives will be lost" "$tmp/out" || fail "drop next not acknowledged"
+  grep -q "hcasim1  port      error       0x010011  frame lost (injected: psn=1000)" "$tmp/t" || fail "drop next lost nothing"
   ;;
 
 three_ops)
