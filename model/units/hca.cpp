@@ -44,8 +44,9 @@ Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
       req_(core_.transport()),
       resp_(core_.transport()),
       doorbell_(prof, tracer_, core_.cq, core_.eq, req_),
-      cmd_(tracer_, core_.qpc, core_.srqs, core_.mrs, core_.cq, core_.eq, default_caps(prof, id),
-           [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }, CommandUnit::qpn_base(id.index)) {
+      cmd_(
+          tracer_, core_.qpc, core_.srqs, core_.mrs, core_.cq, core_.eq, default_caps(prof, id),
+          [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }, CommandUnit::qpn_base(id.index)) {
   tracer_.attach(sink, id.index);
   req_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
   resp_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });

@@ -47,28 +47,14 @@ int fail(const char* fmt, const char* a, const char* b) {
   return 2;
 }
 
-int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
-  const std::string a = argv[i];
-  auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+/** The options that choose outputs (trace, timeline, VCD, pcap, counters): as parse_sim_option(). */
+template <typename Value>
+int parse_output_option(const std::string& a, Value value, SimOptions& o) {
   auto err = [](const char* fmt, const char* x = "", const char* y = "") {
     fail(fmt, x, y);
     return -1;
   };
-  if (a == "--hosts") {
-    const char* v = value();
-    if (!parse_uint(v, 1, 64)) return err("--hosts: expected a number from 1 to 64, got '%s'", v ? v : "");
-    o.env.emplace_back("HCASIM_HOSTS", v);
-    o.hosts = uint32_t(std::strtoul(v, nullptr, 0));
-  } else if (a == "--profile") {
-    const char* v = value();
-    if (!v || !model::find_profile(v)) {
-      std::string known;
-      for (const std::string& n : model::profile_names()) known += (known.empty() ? "" : " ") + n;
-      return err("--profile: unknown profile '%s' (known: %s; `hcasim profiles` describes them)", v ? v : "",
-                 known.c_str());
-    }
-    o.env.emplace_back("HCASIM_PROFILE", v);
-  } else if (a == "--trace") {
+  if (a == "--trace") {
     const char* v = value();
     if (!v || std::strcmp(v, "--") == 0) return err("--trace needs FILE or -");
     o.env.emplace_back("HCASIM_TRACE", v);
@@ -94,6 +80,35 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
     const char* v = value();
     if (!v || !*v || std::strcmp(v, "--") == 0) return err("--stats-json needs a FILE or -");
     o.env.emplace_back("HCASIM_STATS_JSON", v);
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
+  const std::string a = argv[i];
+  auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+  auto err = [](const char* fmt, const char* x = "", const char* y = "") {
+    fail(fmt, x, y);
+    return -1;
+  };
+  if (a == "--hosts") {
+    const char* v = value();
+    if (!parse_uint(v, 1, 64)) return err("--hosts: expected a number from 1 to 64, got '%s'", v ? v : "");
+    o.env.emplace_back("HCASIM_HOSTS", v);
+    o.hosts = uint32_t(std::strtoul(v, nullptr, 0));
+  } else if (a == "--profile") {
+    const char* v = value();
+    if (!v || !model::find_profile(v)) {
+      std::string known;
+      for (const std::string& n : model::profile_names()) known += (known.empty() ? "" : " ") + n;
+      return err("--profile: unknown profile '%s' (known: %s; `hcasim profiles` describes them)", v ? v : "",
+                 known.c_str());
+    }
+    o.env.emplace_back("HCASIM_PROFILE", v);
+  } else if (int r = parse_output_option(a, value, o); r != 0) {
+    return r;
   } else if (a == "--step") {
     o.step = true;
   } else if (a == "--step-filter") {

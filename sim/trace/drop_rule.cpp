@@ -35,10 +35,14 @@ bool DropRule::parse(const std::string& spec, std::string& err, const std::vecto
     const auto eq = clause.find('=');
     const std::string key = clause.substr(0, eq), v = eq == std::string::npos ? "" : clause.substr(eq + 1);
     bool ok = eq != std::string::npos;
-    if (key == "host") ok = ok && host_value(v, host_names, host), have_host = true;
-    else if (key == "psn") ok = ok && number(v, 0xffffff, psn);
-    else if (key == "qpn") ok = ok && number(v, 0xffffff, qpn);
-    else if (key == "count") ok = ok && number(v, 1000000, count) && count > 0;
+    if (key == "host")
+      ok = ok && host_value(v, host_names, host), have_host = true;
+    else if (key == "psn")
+      ok = ok && number(v, 0xffffff, psn);
+    else if (key == "qpn")
+      ok = ok && number(v, 0xffffff, qpn);
+    else if (key == "count")
+      ok = ok && number(v, 1000000, count) && count > 0;
     else {
       err = "unknown field '" + key + "' in '" + spec + "' (host, psn, qpn, count)";
       return false;
@@ -53,7 +57,8 @@ bool DropRule::parse(const std::string& spec, std::string& err, const std::vecto
       return false;
     }
   }
-  if (!have_host) err = "'" + spec + "' names no host (host=NAME or host=INDEX: the host that loses the frame)";
+  if (!have_host)
+    err = "'" + spec + "' names no host (host=NAME or host=INDEX: the host that loses the frame)";
   return have_host;
 }
 

@@ -136,7 +136,7 @@ class World {
   std::vector<std::unique_ptr<IommuShadow>> shadows_;
   std::unique_ptr<HcaInspector> inspector_;
   std::unique_ptr<StepController> step_;
-  FrameLoss loss_;  ///< --drop rules and step mode's drop next
+  FrameLoss loss_;            ///< --drop rules and step mode's drop next
   model::Tracer net_tracer_;  ///< the cable's / switch's events (host 0)
   std::vector<std::unique_ptr<model::Hca>> hcas_;
   std::vector<std::unique_ptr<CableEnd>> cables_;

@@ -324,8 +324,9 @@ TEST(StepMode, ScriptedSession) {
 TEST(StepMode, PrintsTheSharedReceiveQueue) {
   int st = -1;
   const std::string out = run_cmd(
-      "printf 'n kind=wqe.fetch;host=1\\nn kind=wqe.fetch;host=1\\np srq 1\\np qp 0x10011\\nq\\n' | " + kHcasim +
-          " run --idle-us 0 --step --step-filter 'host=1' -- " + kScenarios.at("srq_send") + " 2>&1",
+      "printf 'n kind=wqe.fetch;host=1\\nn kind=wqe.fetch;host=1\\np srq 1\\np qp 0x10011\\nq\\n' | " +
+          kHcasim + " run --idle-us 0 --step --step-filter 'host=1' -- " + kScenarios.at("srq_send") +
+          " 2>&1",
       &st);
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("wqe.fetch   0x010011  SRQ 0x1 WQE 0: 1 SGE(s)"), std::string::npos) << out;
