@@ -49,11 +49,14 @@ class HcaLink {
   /** @brief An fd that becomes readable when new device work is scheduled (for blocking waits). */
   virtual int activity_fd() = 0;
 
-  /** @brief Driver-side trace (post_send, poll_cq): true if tracing is on. */
-  virtual bool trace_on() const = 0;
+  /**
+   * @brief Driver-side trace (post_send, interrupts, errors): true if some sink wants driver events
+   * of @p kind, so formatting them is worth it.
+   */
+  virtual bool trace_on(trace::TraceKind kind) const = 0;
   /**
    * @brief Record a driver trace line (a post, an interrupt): its facts as @p f, @p text their
-   * rendering for people. Call only when trace_on().
+   * rendering for people. Call only when trace_on(kind).
    */
   virtual void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id,
                      const trace::TraceFields& f, const char* text) = 0;

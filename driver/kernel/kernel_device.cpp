@@ -78,7 +78,7 @@ void KernelDevice::isr(uint32_t /*vector*/) {
     ++eq_ci_;
     const uint32_t res = hw::eqe_resource(eqe);
     const auto type = hw::eqe_type(eqe);
-    if (link_.trace_on()) {
+    if (link_.trace_on(trace::TraceKind::Interrupt)) {
       char buf[96];
       snprintf(buf, sizeof buf, "ISR: EQ %u EQE[%u] type=0x%02x resource=0x%x -> %s", eqn_,
                (eq_ci_ - 1) & (size - 1), unsigned(type), res,

@@ -74,6 +74,7 @@ void CqEvents::completion_event() {
   SimChannel* ch = cq->channel;
   if (!ch) return;
   std::lock_guard<std::mutex> g(ch->mu);
+  if (cq->armed.exchange(false)) ch->armed--;
   ch->pending.push_back(cq);
   cq->events_delivered++;
   uint64_t one = 1;
@@ -165,6 +166,7 @@ int destroy_cq(ibv_cq* cq) {
       if (read(q->channel->ch.fd, &one, sizeof one) < 0) { /* count and queue move together */
       }
     }
+    if (q->armed.exchange(false)) q->channel->armed--;
     q->channel->users--;
   }
   k.dbrecs().free(q->dbrec);
@@ -253,6 +255,7 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
   }
   const uint64_t v = hw::cq_arm_value(q->cqn, ci, q->arm_sn, solicited_only != 0);
   hw::cq_dbrec_set_arm(*q->dbrec, v);
+  if (q->channel && !q->armed.exchange(true)) q->channel->armed++;
   q->ctx->sdev->link->mmio_write64(hw::kUarCqArm, v);
   return 0;
 }

@@ -328,10 +328,30 @@ int destroy_comp_channel(ibv_comp_channel* channel) {
   return 0;
 }
 
+/**
+ * A wait that nothing can end: no event pending and none of the channel's CQs armed. On hardware
+ * the program just hangs; the trace (and `hcasim run`'s explanations) say why.
+ */
+void note_unarmed_wait(HcaLink& link, SimChannel& c) {
+  if (c.armed.load() || !link.trace_on(trace::TraceKind::Error)) return;
+  {
+    std::lock_guard<std::mutex> g(c.mu);
+    if (!c.pending.empty()) return;
+  }
+  char buf[200];
+  snprintf(buf, sizeof buf,
+           "ibv_get_cq_event waits on completion channel fd %d, but none of its CQs is armed: no completion "
+           "event can come (ibv_req_notify_cq arms a CQ for one event)",
+           c.ch.fd);
+  link.trace(trace::TraceKind::Error, trace::kTraceNone, false, 0,
+             trace::TraceFields().set_flag(trace::kTfError), buf);
+}
+
 int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   SimChannel* c = sim(channel);
   HcaLink& link = *sim(channel->context)->sdev->link;
   note_channel_reader(*c);
+  note_unarmed_wait(link, *c);
   for (;;) {
     {
       std::unique_lock<std::mutex> g(c->mu);

@@ -47,7 +47,7 @@ void Handoff::finish() {
   const auto start = std::chrono::steady_clock::now();
   const Outcome o = wait_for_reader(delivered);
   HcaLink& link = *cq_->ctx->sdev->link;
-  if (link.trace_on()) trace_note(link, o, std::chrono::steady_clock::now() - start);
+  if (link.trace_on(trace::TraceKind::Note)) trace_note(link, o, std::chrono::steady_clock::now() - start);
 }
 
 Handoff::Outcome Handoff::wait_for_reader(unsigned delivered) {

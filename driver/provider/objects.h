@@ -57,6 +57,7 @@ struct SimChannel {
   std::deque<SimCq*> pending;
   std::atomic<int> users{0};
   std::atomic<long> reader{0};  ///< thread id of the last ibv_get_cq_event caller (handoff.h)
+  std::atomic<int> armed{0};    ///< CQs of this channel armed and not yet fired (a wait can end)
 };
 
 struct CqExState;
@@ -95,6 +96,7 @@ struct SimCq {
   std::condition_variable polled;  ///< ci moved (signalled only while poll_waiters > 0)
   int poll_waiters = 0;            ///< posters waiting for a reader to poll (handoff.h)
   uint32_t arm_sn = 0;
+  std::atomic<bool> armed{false};  ///< armed by the program and not yet fired (SimChannel::armed)
   std::atomic<unsigned> events_delivered{0}, events_acked{0};
   std::atomic<unsigned> events_taken{0};  ///< by ibv_get_cq_event (handoff.h)
   std::atomic<int> users{0};

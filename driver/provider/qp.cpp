@@ -651,7 +651,7 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr, bool type1_bin
   const uint32_t slot = q.sq_head & ((1u << q.sq_log) - 1);
   q.sq_wrid[slot] = wr.wr_id;
   q.sq_nbb[slot] = uint8_t(nbb);
-  if (link.trace_on()) trace_post_send(link, q, wr, p, nbb, flags);
+  if (link.trace_on(trace::TraceKind::Post)) trace_post_send(link, q, wr, p, nbb, flags);
   q.sq_head = uint16_t(q.sq_head + nbb);
   return 0;
 }
@@ -732,7 +732,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     const uint32_t slot = q->rq_head & ((1u << q->rq_log) - 1);
     write_recv_wqe(q->rq->data() + (uint64_t(slot) << q->rq_stride_log), 1u << q->rq_stride_log, *wr);
     q->rq_wrid[q->rq_head & ((1u << q->rq_log) - 1)] = wr->wr_id;
-    if (link.trace_on()) trace_post_recv(link, *q, *wr);
+    if (link.trace_on(trace::TraceKind::Post)) trace_post_recv(link, *q, *wr);
     ++q->rq_head;
   }
   if (err && bad) *bad = wr;

@@ -298,7 +298,7 @@ ibv_send_wr* chain(QpExState& s) {
 
 void trace_complete(SimQp& q, size_t n) {
   HcaLink& link = *q.ctx->sdev->link;
-  if (!link.trace_on()) return;
+  if (!link.trace_on(trace::TraceKind::Note)) return;
   char buf[96];
   snprintf(buf, sizeof buf, "wr_complete: %zu WR(s) built with ibv_wr_* -> post_send", n);
   link.trace(trace::TraceKind::Note, q.qpn, false, 0, trace::TraceFields().set_count(uint32_t(n)), buf);

@@ -203,7 +203,7 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
     write_recv_wqe(s->ring->data() + (uint64_t(slot) << s->stride_log), 1u << s->stride_log, *wr);
     s->wrid[slot] = wr->wr_id;
     s->done[slot] = 0;
-    if (link.trace_on()) trace_post_srq_recv(link, *s, *wr);
+    if (link.trace_on(trace::TraceKind::Post)) trace_post_srq_recv(link, *s, *wr);
     ++s->head;
   }
   if (err && bad) *bad = wr;

@@ -68,8 +68,8 @@ void Hca::to_error(QpContext& qp, const char* why) {
   // Already in ERR: flush again. Work posted to a QP in ERR completes with a flush error
   // (IBTA 10.3.1; what ib_drain_rq/ib_drain_sq rely on), so a doorbell there lands here.
   if (hw::QpState(qp.qpc.state) != hw::QpState::Err) {
-    HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, TraceFields(), "QP 0x%x -> ERR (%s)", qp.qpc.qpn,
-                 why);
+    HCASIM_TRACE(tracer_, Command, QpState, qp.qpc.qpn, TraceFields().set_flag(kTfError),
+                 "QP 0x%x -> ERR (%s)", qp.qpc.qpn, why);
     qp.qpc.state = uint8_t(hw::QpState::Err);
   }
   req_.flush(qp);

@@ -49,6 +49,8 @@ void usage(FILE* f) {
       "                       /dev/null as stdin), else the terminal (/dev/tty)\n"
       "  --step-filter SPEC   pause only at events matching SPEC (same syntax as --trace-filter)\n"
       "  --step-script FILE   step commands from FILE (a file or FIFO; '-' = stdin); implies --step\n"
+      "  --no-explain         no plain-words lines on stderr for error completions, QPs moved to ERR,\n"
+      "                       asynchronous events and waits that cannot end (--explain: on, the default)\n"
       "  --drop RULE          lose frames on purpose: 'host=H;psn=P[;qpn=Q][;count=N]': host H loses\n"
       "                       the next N (1) frames it receives with that PSN (and destination QP);\n"
       "                       repeatable; step mode's 'drop next' loses the next frame\n"

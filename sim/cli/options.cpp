@@ -133,6 +133,8 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
                  v ? v : "");
     o.env.emplace_back("HCASIM_CLOCK", v);
     o.clock = v;
+  } else if (a == "--explain" || a == "--no-explain") {
+    o.env.emplace_back("HCASIM_EXPLAIN", a == "--explain" ? "1" : "0");
   } else if (a == "--drop") {
     const char* v = value();  // checked with the run's host names, before anything starts (run.cpp)
     if (!v || !*v) return err("--drop needs a rule: 'host=H;psn=P[;qpn=Q][;count=N]'");

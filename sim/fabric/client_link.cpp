@@ -44,7 +44,10 @@ class FabricClient {
   /** @brief Note the interrupt counts of a reply and run the handlers of the HCAs that fired. */
   void take_irqs(const WaitReply& r);
   int activity_fd() const { return activity_fd_; }
-  bool trace_on() const { return trace_on_; }
+  /** @brief The device wants driver events of @p kind (HelloReply::driver_trace). */
+  bool trace_on(trace::TraceKind kind) const {
+    return driver_trace_ & (kind == trace::TraceKind::Error ? kDriverTraceErrors : kDriverTraceOthers);
+  }
   void set_isr(uint32_t hca, std::function<void(uint32_t)> isr) {
     std::lock_guard<std::mutex> g(isr_mu_);
     isr_[hca] = std::move(isr);
@@ -72,7 +75,7 @@ class FabricClient {
   int life_fd_ = -1, irq_fd_ = -1, activity_fd_ = -1;
   int host_ = -1;
   uint64_t token_ = 0;
-  bool trace_on_ = false;
+  uint8_t driver_trace_ = 0;
   std::atomic<bool> gone_{false};
   std::vector<std::unique_ptr<RemoteLink>> links_;
   std::mutex isr_mu_;
@@ -125,7 +128,7 @@ class RemoteLink : public drv::HcaLink {
   void set_irq_handler(std::function<void(uint32_t)> isr) override { c_.set_isr(index_, std::move(isr)); }
   bool wait_progress() override { return c_.wait_progress(); }
   int activity_fd() override { return c_.activity_fd(); }
-  bool trace_on() const override { return c_.trace_on(); }
+  bool trace_on(trace::TraceKind kind) const override { return c_.trace_on(kind); }
   void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const trace::TraceFields& f,
              const char* text) override {
     TraceMsg m{};
@@ -186,7 +189,7 @@ bool FabricClient::join() {
   }
   host_ = r.host;
   token_ = r.token;
-  trace_on_ = r.trace_on != 0;
+  driver_trace_ = r.driver_trace;
   for (uint32_t i = 0; i < r.n_hcas && i < kMaxHcasPerHost; ++i) {
     r.names[i][sizeof r.names[i] - 1] = 0;
     links_.push_back(std::make_unique<RemoteLink>(*this, i, r.names[i]));

@@ -233,7 +233,10 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
       if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */
       }
     });
-    r.trace_on = hca.tracer().on() ? 1 : 0;
+    const model::Tracer& t = hca.tracer();
+    r.driver_trace = uint8_t(
+        (t.on() && t.wants(model::TraceUnit::Driver, model::TraceKind::Error) ? kDriverTraceErrors : 0) |
+        (t.on() && t.wants(model::TraceUnit::Driver, model::TraceKind::Post) ? kDriverTraceOthers : 0));
     std::snprintf(r.names[i], sizeof r.names[i], "%s", hca.identity().name.c_str());
     if (hca.tracer().on())
       hca.tracer().emit(model::TraceUnit::Driver, model::TraceKind::Command, model::kTraceNone,

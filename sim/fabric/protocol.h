@@ -34,7 +34,10 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 3;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING
+constexpr uint32_t kProtocolVersion = 4;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
+                                          // 4: HelloReply::driver_trace bits
+/** @brief HelloReply::driver_trace: the device wants the driver's error events / all its others. */
+constexpr uint8_t kDriverTraceErrors = 1, kDriverTraceOthers = 2;
 /** @brief Most HCAs one host may own. */
 constexpr uint32_t kMaxHcasPerHost = 8;
 /** @brief Largest datagram either side sends (the counters JSON is the big one). */
@@ -73,7 +76,7 @@ struct HelloReply {
   int32_t host;    ///< host index
   uint64_t token;  ///< proves ATTACH connections belong to this host
   uint32_t n_hcas;
-  uint8_t trace_on;
+  uint8_t driver_trace;  ///< which driver events the device's sinks want: kDriverTrace* bits
   uint8_t rsvd[3];
   char names[kMaxHcasPerHost][32];
   char error[160];

@@ -81,6 +81,9 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
     err = "--trace-filter (HCASIM_TRACE_FILTER): " + ferr;
     return false;
   }
+  uint64_t explain = c.explain ? 1 : 0;
+  if (!env_u64("HCASIM_EXPLAIN", explain, 0, 1, err)) return false;
+  c.explain = explain != 0;
   c.drop = env_str("HCASIM_DROP");
   std::vector<DropRule> rules;
   if (!parse_drop_rules(c.drop, rules, ferr, names)) {
@@ -188,7 +191,10 @@ class SimLink : public drv::HcaLink {
     return ran || pace;
   }
   int activity_fd() override { return Engine::instance().activity_fd(); }
-  bool trace_on() const override { return const_cast<model::Hca&>(hca_).tracer().on(); }
+  bool trace_on(trace::TraceKind kind) const override {
+    const model::Tracer& t = const_cast<model::Hca&>(hca_).tracer();
+    return t.on() && t.wants(trace::TraceUnit::Driver, kind);
+  }
   void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const trace::TraceFields& f,
              const char* text) override {
     Engine& e = Engine::instance();
@@ -296,6 +302,10 @@ std::string World::trace_preamble() const {
 void World::open_sinks(const std::vector<std::string>& names) {
   const model::TimingProfile* prof = prof_;
   auto wire_ps = [prof](uint32_t bytes) { return prof->wire_ps(bytes); };
+  if (cfg_.explain) {
+    explain_ = std::make_unique<ExplainSink>(stderr, names);
+    hub_.add(explain_.get());
+  }
   if (!cfg_.trace.empty()) {
     FILE* f = cfg_.trace == "-" ? stderr : std::fopen(cfg_.trace.c_str(), "w");
     if (f) {

@@ -30,6 +30,7 @@
 
 #include <vector>
 #include "clock.h"
+#include "explain.h"
 #include "frame_loss.h"
 
 #include "cable_switch.h"
@@ -58,6 +59,7 @@ struct WorldConfig {
   std::string step_script;  ///< step commands from this file ("" = /dev/tty)
   int step_fd = -1;         ///< step commands from this descriptor (wins over step_script)
   std::string drop;         ///< --drop rules, '|'-separated (drop_rule.h)
+  bool explain = true;      ///< plain-words lines on stderr for errors (explain.h); HCASIM_EXPLAIN=0 silences
   uint32_t idle_us = 2000;
   uint64_t seed = 1;
   ClockMode clock = ClockMode::Auto;  ///< time model (clock.h); step mode needs lockstep
@@ -136,6 +138,7 @@ class World {
   std::vector<std::unique_ptr<IommuShadow>> shadows_;
   std::unique_ptr<HcaInspector> inspector_;
   std::unique_ptr<StepController> step_;
+  std::unique_ptr<ExplainSink> explain_;
   FrameLoss loss_;            ///< --drop rules and step mode's drop next
   model::Tracer net_tracer_;  ///< the cable's / switch's events (host 0)
   std::vector<std::unique_ptr<model::Hca>> hcas_;

@@ -10,6 +10,7 @@
 #   cli_test.sh profiles    HCASIM             `hcasim profiles` describes every profile; --profile checks
 #   cli_test.sh filters     HCASIM THREE_OPS   --trace-filter: host names, packets by QPN, short
 #                                              kind words; bad filters refused before the program runs
+#   cli_test.sh explain     HCASIM THREE_OPS   errors are explained on stderr by default; --no-explain silences
 #   cli_test.sh drop        HCASIM THREE_OPS   --drop loses the named frame and RC recovers (NAK, go-back);
 #                                              step mode's drop next; bad rules refused before the program runs
 #
@@ -81,6 +82,24 @@ filters)
   # The short words of step mode work in filters too: cqe = cqe.write.
   run "$tmp/out" run --trace "$tmp/t" --trace-filter kind=cqe -- "$prog" || fail "kind=cqe run failed"
   [ "$(awk '!/^#/ {print $4}' "$tmp/t" | sort -u)" = cqe.write ] || fail "kind=cqe kept other kinds"
+  ;;
+
+explain)
+  prog=${3:?three_ops}
+  # hcasim1 loses every copy of PSN 1000: the SEND's retries run out (IBV_WC_RETRY_EXC_ERR).
+  run "$tmp/out" run --drop 'host=1;psn=1000;count=100' -- "$prog"
+  [ $? -eq 1 ] || fail "three_ops should fail when the wire loses everything: $(cat "$tmp/out")"
+  grep -q "^hcasim: hcasim0 CQ unit, QP 0x000011: send WQE 0 completed with IBV_WC_RETRY_EXC_ERR: no acknowledgement" \
+    "$tmp/out" || fail "the retry error is not explained: $(cat "$tmp/out")"
+  grep -q "^hcasim: hcasim0 firmware, QP 0x000011: QP 0x11 -> ERR (transport retries exhausted)" "$tmp/out" ||
+    fail "the move to ERR is not explained"
+  run "$tmp/out" run --no-explain --drop 'host=1;psn=1000;count=100' -- "$prog"
+  ! grep -q "^hcasim: " "$tmp/out" || fail "--no-explain still explains: $(cat "$tmp/out")"
+  grep -q "three_ops: FAILED: SEND (sender): completion status transport retry counter exceeded" "$tmp/out" ||
+    fail "the program's own message is missing"
+  # A clean run explains nothing.
+  run "$tmp/out" run -- "$prog" || fail "three_ops failed"
+  ! grep -q "^hcasim: " "$tmp/out" || fail "a clean run printed: $(cat "$tmp/out")"
   ;;
 
 drop)

@@ -46,7 +46,7 @@ class TestLink : public drv::HcaLink {
   void set_irq_handler(std::function<void(uint32_t)>) override {}
   bool wait_progress() override { return false; }
   int activity_fd() override { return -1; }
-  bool trace_on() const override { return false; }
+  bool trace_on(trace::TraceKind) const override { return false; }
   void trace(trace::TraceKind, uint32_t, bool, uint64_t, const trace::TraceFields&, const char*) override {}
   int maps = 0, unmaps = 0;
 

@@ -113,8 +113,9 @@ struct TraceFields {
   uint32_t wqe = kTraceNone;       ///< SQ WQE index (WQEBB counter) or RQ WQE counter
   uint32_t psn = kTraceNone;       ///< packet PSN; first PSN of a message (wqe.decode)
   uint32_t psn_last = kTraceNone;  ///< last PSN of a message (wqe.decode)
-  uint32_t peer_qpn = kTraceNone;  ///< the other end's QPN (packets: the BTH destination QP)
-  uint32_t queue = kTraceNone;     ///< CQN (cq events), EQN (eqe.write), MSI-X vector (irq)
+  uint32_t peer_qpn =
+      kTraceNone;  ///< the other end's QPN (packets: the BTH destination QP; eqe.write: the resource)
+  uint32_t queue = kTraceNone;  ///< CQN (cq events), EQN (eqe.write), MSI-X vector (irq)
   /** Producer counter (SQ doorbell: new producer; cqe.write/eqe.write: counter after the write),
    *  or consumer index (cq.arm). */
   uint32_t index = kTraceNone;
@@ -123,7 +124,7 @@ struct TraceFields {
   uint32_t count = kTraceNone;
   uint32_t key = kTraceNone;       ///< lkey/rkey checked (mr.xlate)
   uint64_t addr = kTraceNone64;    ///< virtual address (mr.xlate), DMA address (bt.walk, dma)
-  uint16_t opcode = kTraceNone16;  ///< BTH opcode (packets), CQE opcode (cqe.write)
+  uint16_t opcode = kTraceNone16;  ///< BTH opcode (packets), CQE opcode (cqe.write), EQE type (eqe.write)
   /** CQE syndrome (cqe.write), NAK code / AETH syndrome (nak), command status (command). */
   uint16_t status = kTraceNone16;
   uint16_t flags = 0;  ///< TraceFlag bits
