@@ -5,7 +5,7 @@
 
 namespace hcasim::model {
 
-static const char* cqe_opcode_name(hw::CqeOpcode op) {
+const char* cqe_opcode_name(hw::CqeOpcode op) {
   switch (op) {
     case hw::CqeOpcode::Req: return "REQ";
     case hw::CqeOpcode::RespWriteImm: return "RESP_WRITE_IMM";
@@ -78,16 +78,17 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
   if (it == cqs_.end()) return;
   Cq& cq = it->second;
   const char* was = !cq.armed ? "disarmed" : cq.solicited_only ? "solicited" : "next";
-  if (!cq.armed) {
-    cq.armed = true;
-    cq.solicited_only = solicited_only;
-  } else if (!solicited_only) {
-    cq.solicited_only = false;  // "next" upgrades a pending "solicited only"; never the reverse
-  }
+  // "next" upgrades a pending "solicited only"; never the reverse.
+  const bool sol_after = cq.armed ? cq.solicited_only && solicited_only : solicited_only;
+  // Traced before the state changes: a step-mode pause here shows the CQ as the unit found it.
+  HCASIM_TRACE(
+      tracer_, Cq, CqArm, kTraceNone,
+      TraceFields().set_queue(cqn).set_index(ci).set_flag(kTfArmed).set_flag(kTfArmSolicited, sol_after),
+      "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci, solicited_only ? "solicited" : "next", was,
+      sol_after ? "solicited" : "next");
+  cq.armed = true;
+  cq.solicited_only = sol_after;
   cq.ci_seen = ci;
-  HCASIM_TRACE(tracer_, Cq, CqArm, kTraceNone, arm_fields(cqn, cq, ci),
-               "CQ %u arm sn=%u ci=%u request=%s: %s -> %s", cqn, sn, ci,
-               solicited_only ? "solicited" : "next", was, cq.solicited_only ? "solicited" : "next");
   // CQEs after the request that no earlier event already reported (an arm that lands while
   // the CQ is still armed from before adds nothing).
   const uint32_t from = int32_t(cq.event_pi - pi_at_request) > 0 ? cq.event_pi : pi_at_request;

@@ -22,6 +22,9 @@
 
 namespace hcasim::model {
 
+/** @brief A CQE opcode's name as traces print it ("REQ", "RESP_SEND", ...). */
+const char* cqe_opcode_name(hw::CqeOpcode op);
+
 /** @brief What the requester/responder report for one completion. */
 struct CqeInfo {
   hw::CqeOpcode opcode = hw::CqeOpcode::Req;

@@ -43,6 +43,21 @@ class EqUnit {
   /** @brief EQ arm doorbell: record the consumer index and re-enable the interrupt. */
   void arm(uint32_t eqn, uint32_t ci);
 
+  /** @brief An EQ's state, for inspection (step mode); no side effects. */
+  struct EqView {
+    hw::Eqc eqc;
+    uint32_t pi;  ///< EQEs written
+    uint32_t ci;  ///< consumer index from the last EQ arm doorbell
+    bool armed;   ///< the next EQE raises the interrupt
+    BufferCursor cursor;
+  };
+  bool peek(uint32_t eqn, EqView& out) const {
+    auto it = eqs_.find(eqn);
+    if (it == eqs_.end()) return false;
+    out = EqView{it->second.eqc, it->second.pi, it->second.ci, it->second.armed, it->second.cursor};
+    return true;
+  }
+
   uint64_t eqes() const { return eqes_; }
   uint64_t interrupts() const { return irqs_; }
 

@@ -176,6 +176,57 @@ std::string HcaInspector::srq(uint32_t host, uint32_t srqn) {
   return s;
 }
 
+std::string HcaInspector::eq(uint32_t host, uint32_t eqn) {
+  if (host >= hcas_.size()) return "no such host\n";
+  const model::Hca& h = *hcas_[host];
+  model::EqUnit::EqView v;
+  if (!h.core().eq.peek(eqn, v)) return model::strprintf("%s has no EQ %u\n", h.identity().name.c_str(), eqn);
+  const uint32_t size = 1u << v.eqc.log_size;
+  std::string s = model::strprintf(
+      "EQ %u on %s: %u EQEs, MSI-X vector %u; producer %u (next slot %u, owner bit %u), consumer (last arm) "
+      "%u; %s\n",
+      eqn, h.identity().name.c_str(), size, v.eqc.irq_vector, v.pi, v.pi & (size - 1),
+      (v.pi >> v.eqc.log_size) & 1, v.ci,
+      v.armed ? "armed: the next EQE interrupts" : "not armed: EQEs are written without an interrupt");
+  s += describe_buffer("ring", v.eqc.buf, v.cursor, host < mem_.size() ? mem_[host] : nullptr, 4);
+  return s;
+}
+
+std::string HcaInspector::mr(uint32_t host, uint32_t key) {
+  if (host >= hcas_.size()) return "no such host\n";
+  const model::Hca& h = *hcas_[host];
+  auto access = [](uint32_t a) {
+    std::string s = "LOCAL_READ";
+    if (a & hw::kAccessLocalWrite) s += "|LOCAL_WRITE";
+    if (a & hw::kAccessRemoteWrite) s += "|REMOTE_WRITE";
+    if (a & hw::kAccessRemoteRead) s += "|REMOTE_READ";
+    if (a & hw::kAccessRemoteAtomic) s += "|REMOTE_ATOMIC";
+    if (a & hw::kAccessMwBind) s += "|MW_BIND";
+    return s;
+  };
+  if (const model::MrEntry* m = h.core().mrs.find(key)) {
+    const hw::MkeyCtx& c = m->ctx;
+    std::string s = model::strprintf(
+        "MR key 0x%x on %s: PD %u, va 0x%" PRIx64 "..0x%" PRIx64 " (%" PRIu64 " bytes), access %s\n", key,
+        h.identity().name.c_str(), c.pdn, c.start, c.start + c.length, c.length, access(c.access).c_str());
+    return s + describe_buffer("pages", c.pages, m->cursor, host < mem_.size() ? mem_[host] : nullptr, 4);
+  }
+  const model::MwEntry* w = h.core().mrs.find_window(key);
+  if (!w)
+    return model::strprintf("%s has no memory region or window with key 0x%x\n", h.identity().name.c_str(),
+                            key);
+  if (!w->bound)
+    return model::strprintf("MW type %u key index 0x%x on %s: PD %u, not bound\n", w->type,
+                            hw::key_index(key), h.identity().name.c_str(), w->pdn);
+  return model::strprintf(
+      "MW type %u key index 0x%x on %s: PD %u, bound with tag 0x%02x%s to MR 0x%x, va 0x%" PRIx64 " (%" PRIu64
+      " bytes%s), access %s%s\n",
+      w->type, hw::key_index(key), h.identity().name.c_str(), w->pdn, w->tag,
+      (key & 0xff) == w->tag ? "" : " (not this key's tag)", w->mr_key, w->start, w->length,
+      w->zero_based ? ", zero-based" : "", access(w->access).c_str(),
+      w->type == 2 ? model::strprintf(", QP 0x%x", w->qpn).c_str() : "");
+}
+
 // ------------------------------------------------------------------ controller
 
 const char* StepController::help_text() {
@@ -188,11 +239,16 @@ const char* StepController::help_text() {
          "  p bt QPN [HOST]        buffer tables of the QP's SQ and RQ\n"
          "  p cq CQN [HOST]        CQ arm state and indices\n"
          "  p srq SRQN [HOST]      shared receive queue: indices, armed limit, ring\n"
+         "  p eq EQN [HOST]        event queue: indices, arm state, ring\n"
+         "  p mr KEY [HOST]        memory region or window: PD, range, access, pages\n"
+         "  x wqe QPN IDX [HOST]   send WQE at WQEBB counter IDX: bytes and fields (x rwqe: receive WQE)\n"
+         "  x cqe CQN IDX [HOST]   CQE number IDX: bytes, fields, owner bit (x eqe EQN IDX: an EQE)\n"
          "  p stats                counters of every device\n"
          "  drop next [HOST]       the wire loses the next frame HOST receives (default: any host)\n"
          "  q | quit               stop pausing and run to completion\n"
          "  h | help               this list\n"
-         "HOST: index or device name (default: the current event's host)\n";
+         "HOST: index or device name (default: the QPN's own host for QP commands, else the current "
+         "event's)\n";
 }
 
 StepController::StepController(FILE* in, bool own_in, FILE* out, bool echo,
@@ -254,6 +310,11 @@ void StepController::pause(const model::TraceEvent& ev) {
   }
 }
 
+uint32_t StepController::default_host(bool is_qpn, uint32_t number, uint32_t current) const {
+  const uint32_t owner = (number >> 16) & 0xff;  // QPNs carry their host's index (CommandUnit::qpn_base)
+  return is_qpn && owner < names_.size() ? owner : current;
+}
+
 bool StepController::host_arg(const std::vector<std::string>& w, size_t i, uint32_t cur, uint32_t& host) {
   host = cur;
   if (i >= w.size()) return true;
@@ -297,6 +358,7 @@ bool StepController::execute(const std::string& line, const model::TraceEvent& e
   }
   if (c == "p" || c == "print") return cmd_print(w, ev);
   if (c == "drop") return cmd_drop(w);
+  if (c == "x") return cmd_examine(w, ev);
   std::fprintf(out_, "step: unknown command '%s' (h for help)\n", c.c_str());
   return false;
 }
@@ -335,6 +397,26 @@ bool StepController::cmd_next(const std::vector<std::string>& w) {
   return true;
 }
 
+bool StepController::cmd_examine(const std::vector<std::string>& w, const model::TraceEvent& ev) {
+  if (w.size() < 4 || (w[1] != "wqe" && w[1] != "rwqe" && w[1] != "cqe" && w[1] != "eqe")) {
+    std::fputs("step: x wqe|rwqe QPN IDX [HOST] | x cqe CQN IDX [HOST] | x eqe EQN IDX [HOST]\n", out_);
+    return false;
+  }
+  char *e1 = nullptr, *e2 = nullptr;
+  const unsigned long q = std::strtoul(w[2].c_str(), &e1, 0), idx = std::strtoul(w[3].c_str(), &e2, 0);
+  if (*e1 || *e2) {
+    std::fprintf(out_, "step: '%s %s' are not numbers\n", w[2].c_str(), w[3].c_str());
+    return false;
+  }
+  uint32_t host;
+  if (!host_arg(w, 4, default_host(w[1] == "wqe" || w[1] == "rwqe", uint32_t(q), ev.host), host))
+    return false;
+  std::fputs(
+      insp_ ? insp_->raw(host, w[1], uint32_t(q), uint32_t(idx)).c_str() : "step: no model to inspect\n",
+      out_);
+  return false;
+}
+
 bool StepController::cmd_drop(const std::vector<std::string>& w) {
   if (w.size() < 2 || w[1] != "next" || w.size() > 3) {
     std::fputs("step: drop next [HOST]\n", out_);
@@ -359,8 +441,10 @@ bool StepController::cmd_print(const std::vector<std::string>& w, const model::T
     std::fputs(insp_ ? insp_->stats().c_str() : "step: no model to inspect\n", out_);
     return false;
   }
-  if (w.size() < 3 || (w[1] != "qp" && w[1] != "bt" && w[1] != "cq" && w[1] != "srq")) {
-    std::fputs("step: p qp QPN | p bt QPN | p cq CQN | p srq SRQN [HOST] | p stats\n", out_);
+  if (w.size() < 3 ||
+      (w[1] != "qp" && w[1] != "bt" && w[1] != "cq" && w[1] != "srq" && w[1] != "eq" && w[1] != "mr")) {
+    std::fputs("step: p qp QPN | p bt QPN | p cq CQN | p srq SRQN | p eq EQN | p mr KEY [HOST] | p stats\n",
+               out_);
     return false;
   }
   char* end = nullptr;
@@ -370,7 +454,7 @@ bool StepController::cmd_print(const std::vector<std::string>& w, const model::T
     return false;
   }
   uint32_t host;
-  if (!host_arg(w, 3, ev.host, host)) return false;
+  if (!host_arg(w, 3, default_host(w[1] == "qp" || w[1] == "bt", uint32_t(n), ev.host), host)) return false;
   if (!insp_) {
     std::fputs("step: no model to inspect\n", out_);
     return false;
@@ -378,6 +462,8 @@ bool StepController::cmd_print(const std::vector<std::string>& w, const model::T
   const std::string r = w[1] == "qp"    ? insp_->qp(host, uint32_t(n))
                         : w[1] == "bt"  ? insp_->bt(host, uint32_t(n))
                         : w[1] == "srq" ? insp_->srq(host, uint32_t(n))
+                        : w[1] == "eq"  ? insp_->eq(host, uint32_t(n))
+                        : w[1] == "mr"  ? insp_->mr(host, uint32_t(n))
                                         : insp_->cq(host, uint32_t(n));
   std::fputs(r.c_str(), out_);
   return false;

@@ -18,10 +18,15 @@
  *   p bt QPN [HOST]          the SQ's and RQ's buffer tables, entry by entry
  *   p cq CQN [HOST]          CQ arm state, producer/consumer indices
  *   p stats                  every device's counters
+ *   p eq EQN [HOST]          event queue: indices, arm state, ring
+ *   p mr KEY [HOST]          memory region or window: PD, range, access, pages
+ *   x wqe|rwqe QPN IDX [HOST], x cqe CQN IDX [HOST], x eqe EQN IDX [HOST]
+ *                            one ring entry: its bytes and decoded fields, owner bit explained
  *   drop next [HOST]         the wire loses the next frame HOST receives (default: any host)
  *   q | quit                 stop pausing; the program runs to completion
  *   h | help                 this list
- * HOST is an index or a device name; it defaults to the host of the current event.
+ * HOST is an index or a device name; it defaults to the host a QPN belongs to (QPNs carry their
+ * host's index in bits 16..23), else to the host of the current event.
  * End of input acts as quit.
  */
 #pragma once
@@ -51,6 +56,16 @@ class ModelInspector {
   virtual std::string cq(uint32_t host, uint32_t cqn) = 0;
   /** @brief Shared receive queue @p srqn of @p host: context, indices, armed limit, ring. */
   virtual std::string srq(uint32_t host, uint32_t srqn) = 0;
+  /** @brief Event queue @p eqn of @p host: size, indices, arm state, ring. */
+  virtual std::string eq(uint32_t host, uint32_t eqn) = 0;
+  /** @brief The memory region or window with key @p key on @p host: PD, range, access, pages. */
+  virtual std::string mr(uint32_t host, uint32_t key) = 0;
+  /**
+   * @brief Entry @p index of a ring as the hardware reads it, bytes and decoded fields:
+   * @p what is "wqe" (send queue of QP @p queue), "rwqe" (its receive queue), "cqe" (CQ @p queue)
+   * or "eqe" (EQ @p queue); owner bits are decoded against the ring's current pass.
+   */
+  virtual std::string raw(uint32_t host, const std::string& what, uint32_t queue, uint32_t index) = 0;
   virtual std::string stats() = 0;
 };
 
@@ -79,6 +94,9 @@ class HcaInspector : public ModelInspector {
   std::string bt(uint32_t host, uint32_t qpn) override;
   std::string cq(uint32_t host, uint32_t cqn) override;
   std::string srq(uint32_t host, uint32_t srqn) override;
+  std::string eq(uint32_t host, uint32_t eqn) override;
+  std::string mr(uint32_t host, uint32_t key) override;
+  std::string raw(uint32_t host, const std::string& what, uint32_t queue, uint32_t index) override;
   std::string stats() override { return stats_ ? stats_() : std::string(); }
 
  private:
@@ -120,7 +138,10 @@ class StepController : public model::TraceSink {
   bool cmd_next(const std::vector<std::string>& w);
   bool cmd_print(const std::vector<std::string>& w, const model::TraceEvent& ev);
   bool cmd_drop(const std::vector<std::string>& w);
+  bool cmd_examine(const std::vector<std::string>& w, const model::TraceEvent& ev);
   bool host_arg(const std::vector<std::string>& w, size_t i, uint32_t cur, uint32_t& host);
+  /** @brief The host a command means without HOST: a QPN's own host, else the current event's. */
+  uint32_t default_host(bool is_qpn, uint32_t number, uint32_t current) const;
 
   FILE* in_;
   bool own_in_;

@@ -44,7 +44,8 @@ const std::string kHcasim = [] {
 }();
 const std::map<std::string, std::string> kScenarios = {
     {"send_recv", SCN_SEND_RECV}, {"write_imm", SCN_WRITE_IMM}, {"read_multi_mtu", SCN_READ_MULTI_MTU},
-    {"solicited", SCN_SOLICITED}, {"ud_send", SCN_UD_SEND},     {"srq_send", SCN_SRQ_SEND}};
+    {"solicited", SCN_SOLICITED}, {"ud_send", SCN_UD_SEND},     {"srq_send", SCN_SRQ_SEND},
+    {"three_ops", THREE_OPS}};
 
 std::string run_cmd(const std::string& cmd, int* status = nullptr) {
   std::string out;
@@ -368,3 +369,77 @@ TEST(StepMode, NoCommandSourceIsAnError) {
 }
 
 }  // namespace
+
+namespace {
+
+/** Run lab 1's program (three_ops) in step mode with the commands @p script; its whole output. */
+std::string step_three_ops(const std::string& script) {
+  int st = -1;
+  const std::string out = run_cmd("printf '" + script + "' | " + kHcasim + " run --idle-us 0 --step -- " +
+                                      kScenarios.at("three_ops") + " 2>&1",
+                                  &st);
+  EXPECT_EQ(st, 0) << out;
+  return out;
+}
+
+}  // namespace
+
+// A pause shows the state before the unit acts: at B's cq.arm, p cq still says disarmed.
+TEST(StepMode, StateIsShownBeforeTheUnitActs) {
+  const std::string out = step_three_ops("n arm\np cq 1\ns\np cq 1 1\nq\n");
+  EXPECT_NE(out.find("cq.arm      -         CQ 1 arm sn=0 ci=1 request=next: disarmed -> next"),
+            std::string::npos)
+      << out;
+  const size_t first = out.find("CQ 1 on hcasim1: 32 CQEs");
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_NE(out.find("; disarmed", first), std::string::npos) << out;
+  EXPECT_NE(out.find("; armed next", first), std::string::npos) << out;  // one step later
+}
+
+// x wqe decodes a send WQE with the contract's accessors; a QPN's host is found without HOST.
+TEST(StepMode, ExaminesASendWqe) {
+  const std::string out =
+      step_three_ops("n kind=post;host=0\nn kind=post;host=0\nx wqe 0x11 1\nx wqe 0x11 3\nq\n");
+  EXPECT_NE(out.find("SQ WQE at WQEBB 1 (slot 1) of QP 0x000011 on hcasim0: 1 WQEBB(s)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("    +00: 00 00 01 09 00 00 11 03 00 00 00 08 00 c0 ff ee"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find(
+          "  control: opcode 0x09 (RDMA_WRITE_WITH_IMM), WQE index 1, QPN 0x11, 3 segment(s), flags 0x08 "
+          "signaled"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  data: addr 0x"), std::string::npos) << out;
+  EXPECT_NE(out.find(", length 3000, lkey 0x12a"), std::string::npos) << out;
+  EXPECT_NE(out.find("message length 3000; not yet rung"), std::string::npos) << out;  // doorbell comes next
+  EXPECT_NE(out.find("SQ slot 3 of QP 0x000011 on hcasim0: no WQE written here yet"), std::string::npos)
+      << out;
+}
+
+// x rwqe, x cqe, x eqe, p eq and p mr: bytes, fields and owner bits.
+TEST(StepMode, ExaminesCompletionAndEventEntries) {
+  const std::string out = step_three_ops(
+      "n kind=post;host=1\nx rwqe 0x10011 0\nn cqe\nx cqe 1 0 1\ns\ns\nx cqe 1 0 1\nn eqe\ns\ns\n"
+      "x eqe 1 0 1\np eq 1 1\n"
+      "p mr 0x12a 1\np mr 0x999 1\nx bogus 1 1\nq\n");
+  EXPECT_NE(out.find("RQ WQE 0 (slot 0) of QP 0x010011 on hcasim1: 32 bytes"), std::string::npos) << out;
+  EXPECT_NE(out.find("  terminator (lkey 0x100)"), std::string::npos) << out;
+  // At the cqe.write pause the CQE is not in memory yet, nor at its DMA write's pause; after that it is.
+  EXPECT_NE(out.find("owner bit 1: not written yet (the value software initialised)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  opcode 2 (RESP_SEND), QPN 0x10011, WQE counter 0, byte count 2500, syndrome 0x00"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(
+      out.find("owner bit 0: last written as entry 0, in pass 0 of the ring (where the hardware writes 0)"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  type 0x00, resource 0x1, timestamp 5812 ns"), std::string::npos) << out;
+  EXPECT_NE(out.find("EQ 1 on hcasim1: 4096 EQEs, MSI-X vector 0; producer 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("MR key 0x12a on hcasim1: PD 1, va 0x"), std::string::npos) << out;
+  EXPECT_NE(out.find("access LOCAL_READ|LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ"), std::string::npos) << out;
+  EXPECT_NE(out.find("hcasim1 has no memory region or window with key 0x999"), std::string::npos) << out;
+  EXPECT_NE(out.find("step: x wqe|rwqe QPN IDX [HOST] | x cqe CQN IDX [HOST] | x eqe EQN IDX [HOST]"),
+            std::string::npos)
+      << out;
+}

@@ -277,6 +277,16 @@ class FakeInspector : public ModelInspector {
   std::string cq(uint32_t host, uint32_t cqn) override {
     return "CQ " + std::to_string(cqn) + "@" + std::to_string(host) + "\n";
   }
+  std::string eq(uint32_t host, uint32_t eqn) override {
+    return "EQ " + std::to_string(eqn) + "@" + std::to_string(host) + "\n";
+  }
+  std::string mr(uint32_t host, uint32_t key) override {
+    return "MR " + std::to_string(key) + "@" + std::to_string(host) + "\n";
+  }
+  std::string raw(uint32_t host, const std::string& what, uint32_t queue, uint32_t index) override {
+    return "X " + what + " " + std::to_string(queue) + " " + std::to_string(index) + "@" +
+           std::to_string(host) + "\n";
+  }
   std::string srq(uint32_t host, uint32_t srqn) override {
     return "SRQ " + std::to_string(srqn) + "@" + std::to_string(host) + "\n";
   }

@@ -3,8 +3,8 @@
  * Lab 4: QP context lookup. The HCA keeps the contexts (QPCs) of recently used QPs in a small
  * cache; every doorbell and every arriving packet looks its QP up there. This program creates
  * N RC QP pairs between host A and host B and round-robins 64-byte RDMA WRITEs over them:
- * round r writes once on QP 0, then QP 1, ..., QP N-1, each WRITE waited for before the next.
- * With N above the cache's size, an LRU cache evicts exactly the QP that is needed next.
+ * each round writes once on pair 0, then pair 1, ..., pair N-1, each WRITE waited for before
+ * the next. With N above the cache's size, an LRU cache evicts exactly the QP needed next.
  *
  *   qpc_cache [N [ROUNDS]]    N QP pairs (default 17), ROUNDS rounds (default 2)
  *
@@ -18,6 +18,7 @@
  * Nothing here knows about the simulator: it runs on RoCE hardware, on rxe, or under
  * `hcasim run`.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <infiniband/verbs.h>
 
 #include <errno.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_QPS 256
 #define MSG_SIZE 64
@@ -121,6 +123,12 @@ static void setup_pair(struct host* a, struct host* b, int i) {
   connect_qp(b->qp[i], a, a->qp[i]->qp_num);
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 static void fill(uint8_t* p, uint32_t len, uint32_t seed) {
   for (uint32_t i = 0; i < len; ++i) p[i] = (uint8_t)(seed * 31 + i * 7);
 }
@@ -132,17 +140,20 @@ static void write_on_pair(struct host* a, struct host* b, int i, uint32_t seed) 
   uint8_t* dst = b->buf + i * MSG_SIZE;
   fill(src, MSG_SIZE, seed);
   struct ibv_sge sge = {.addr = (uintptr_t)src, .length = MSG_SIZE, .lkey = a->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = seed, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+  struct ibv_send_wr wr = {.wr_id = seed,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_RDMA_WRITE,
                            .send_flags = IBV_SEND_SIGNALED},
                      *bad;
   wr.wr.rdma.remote_addr = (uintptr_t)dst;
   wr.wr.rdma.rkey = b->mr->rkey;
   CHECK(ibv_post_send(a->qp[i], &wr, &bad) == 0, "ibv_post_send on pair %d: %s", i, strerror(errno));
   struct ibv_wc wc;
+  const double deadline = now_s() + 5.0;
   int n;
-  do {
-    n = ibv_poll_cq(a->cq, 1, &wc);
-  } while (n == 0);
+  while ((n = ibv_poll_cq(a->cq, 1, &wc)) == 0)
+    CHECK(now_s() < deadline, "pair %d: no completion within 5 s (is the WRITE signaled?)", i);
   CHECK(n == 1, "pair %d: ibv_poll_cq returned %d", i, n);
   CHECK(wc.status == IBV_WC_SUCCESS, "pair %d: completion status %s", i, ibv_wc_status_str(wc.status));
   CHECK(wc.opcode == IBV_WC_RDMA_WRITE && wc.wr_id == seed && wc.qp_num == a->qp[i]->qp_num,
@@ -162,25 +173,30 @@ static int parse_arg(int argc, char** argv, int index, int def, int max) {
 int main(int argc, char** argv) {
   const int n_qps = parse_arg(argc, argv, 1, 17, MAX_QPS);
   const int rounds = parse_arg(argc, argv, 2, 2, 1000);
-  int n = 0;
-  struct ibv_device** list = ibv_get_device_list(&n);
-  CHECK(list && n > 0, "no RDMA devices found");
-  static struct host a, b;
+  int num_devices = 0;
+  struct ibv_device** list = ibv_get_device_list(&num_devices);
+  CHECK(list && num_devices > 0, "no RDMA devices found");
+  static struct host a, b; /* static: MAX_QPS QP pointers each */
   open_host(&a, list[0]);
-  open_host(&b, list[n > 1 ? 1 : 0]);
+  open_host(&b, list[num_devices > 1 ? 1 : 0]);
 
   for (int i = 0; i < n_qps; ++i) setup_pair(&a, &b, i);
   printf("A = %s, B = %s: %d QP pairs (A's QPs 0x%x..0x%x), %d round(s)\n", a.name, b.name, n_qps,
          a.qp[0]->qp_num, a.qp[n_qps - 1]->qp_num, rounds);
 
-  for (int r = 0; r < rounds; ++r) {
-    for (int i = 0; i < n_qps; ++i) write_on_pair(&a, &b, i, (uint32_t)(r * n_qps + i + 1));
-    printf("round %d: %d RDMA WRITEs of %d B, one per QP in QP order: ok\n", r + 1, n_qps, MSG_SIZE);
+  /* rounds * n_qps WRITEs, one at a time; the order of the pairs is what this lab is about. */
+  for (int k = 0; k < rounds * n_qps; ++k) {
+    int i = k % n_qps;
+    CHECK(i >= 0 && i < n_qps, "WRITE %d: pair %d does not exist", k, i);
+    write_on_pair(&a, &b, i, (uint32_t)(k + 1));
+    if ((k + 1) % n_qps == 0)
+      printf("round %d: %d RDMA WRITEs of %d B, one per QP pair: ok\n", (k + 1) / n_qps, n_qps, MSG_SIZE);
   }
 
   struct host* hs[2] = {&a, &b};
   for (int h = 0; h < 2; ++h) {
-    for (int i = 0; i < n_qps; ++i) CHECK(ibv_destroy_qp(hs[h]->qp[i]) == 0, "ibv_destroy_qp: %s", strerror(errno));
+    for (int i = 0; i < n_qps; ++i)
+      CHECK(ibv_destroy_qp(hs[h]->qp[i]) == 0, "ibv_destroy_qp: %s", strerror(errno));
     CHECK(ibv_dereg_mr(hs[h]->mr) == 0 && ibv_destroy_cq(hs[h]->cq) == 0 && ibv_dealloc_pd(hs[h]->pd) == 0 &&
               ibv_close_device(hs[h]->ctx) == 0,
           "teardown: %s", strerror(errno));
