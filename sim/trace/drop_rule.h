@@ -15,7 +15,7 @@
 
 namespace hcasim::sim {
 
-/** @brief One rule: host @ref host drops @ref count received frames matching PSN and QPN. */
+/** @brief One rule: host `host` drops `count` received frames matching PSN and QPN. */
 struct DropRule {
   static constexpr uint32_t kAny = 0xffffffffu;
   uint32_t host = 0;
