@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "hca.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -46,7 +47,8 @@ Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
       doorbell_(prof, tracer_, core_.cq, core_.eq, req_),
       cmd_(
           tracer_, core_.qpc, core_.srqs, core_.mrs, core_.cq, core_.eq, default_caps(prof, id),
-          [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }, CommandUnit::qpn_base(id.index)) {
+          [this](QpContext& qp, hw::QpState from) { on_state(qp, from); }, CommandUnit::qpn_base(id.index)),
+      rx_stage_("rx", [this](RxWork& w) { dispatch_rx(w); }) {
   tracer_.attach(sink, id.index);
   req_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
   resp_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
@@ -144,18 +146,29 @@ void Hca::on_rx(PacketPtr pkt) {
     ++rx_dropped_;
     return;
   }
-  if (!transport_matches(*l.qp, f.h.opcode)) {
+  rx_ready_ps_ = std::max(now_ps() + l.latency_ps, rx_ready_ps_);
+  rx_stage_.push(rx_ready_ps_, RxWork{std::move(pkt), f});
+}
+
+void Hca::dispatch_rx(RxWork& w) {
+  const wire::ParsedFrame& f = w.f;
+  QpContext* qp = core_.qpc.find(f.h.dest_qp);  // destroyed while its context was being read?
+  if (!qp) {
+    ++rx_dropped_;
+    return;
+  }
+  if (!transport_matches(*qp, f.h.opcode)) {
     ++rx_dropped_;
     HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp,
                  TraceFields().set_opcode(uint16_t(f.h.opcode)).set_psn(f.h.psn).set_flag(kTfError),
                  "frame dropped: %s packet for a %s QP", wire::opcode_name(f.h.opcode),
-                 hw::qp_type_name(hw::QpType(l.qp->qpc.type)));
+                 hw::qp_type_name(hw::QpType(qp->qpc.type)));
     return;
   }
   if (wire::is_request(f.h.opcode))
-    resp_.on_request(*l.qp, f);
+    resp_.on_request(*qp, f);
   else
-    req_.on_response(*l.qp, f);
+    req_.on_response(*qp, f);
 }
 
 HcaStats Hca::stats() const {

@@ -103,7 +103,14 @@ class Hca {
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
 
  private:
+  /** @brief A received frame waiting for its QP context (kept alive with its packet). */
+  struct RxWork {
+    PacketPtr pkt;
+    wire::ParsedFrame f;
+  };
   void on_rx(PacketPtr pkt);
+  /** @brief A frame whose QPC lookup is done: check its transport and hand it to a unit. */
+  void dispatch_rx(RxWork& w);
   /** @brief Whether packets of opcode @p op belong to @p qp's transport (RC, UC, UD). */
   static bool transport_matches(const QpContext& qp, wire::BthOpcode op);
   void to_error(QpContext& qp, const char* why);
@@ -133,6 +140,10 @@ class Hca {
   std::function<bool(const wire::ParsedFrame&)> drop_pred_;
   uint32_t drop_left_ = 0;
   uint64_t rx_dropped_ = 0;
+  // Received frames go through one in-order pipeline: each waits for its QPC lookup (a cache
+  // miss is an ICM read), and none overtakes the one before it.
+  TimedQueue<RxWork> rx_stage_;
+  uint64_t rx_ready_ps_ = 0;  ///< when the last frame put in rx_stage_ leaves it
   uint64_t hazards_ = 0;
   bool realtime_clock_ = false;
   WriteProbe write_probe_;

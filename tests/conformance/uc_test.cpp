@@ -58,6 +58,9 @@ TEST_F(Uc, NoReceiveWqeDropsTheMessage) {
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  // The send completes when its packet has left (UC: no ACK), not when B has taken it: give B
+  // the time to receive (and drop) it before a receive is posted.
+  EXPECT_TRUE(NoCompletion(b_.rcq));
   ASSERT_EQ(PostRecv(b_, 2, {b_.sge(0, 64)}), 0);
   EXPECT_TRUE(NoCompletion(b_.rcq));
   a_.buf[1] = 0xb2;

@@ -141,6 +141,9 @@ TEST_F(Ud, NoReceiveWqeDropsTheMessage) {
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  // The send completes when its packet has left, not when B has taken it: give B the time to
+  // receive (and drop) it before a receive is posted.
+  EXPECT_TRUE(NoCompletion(b_.rcq));
   ASSERT_EQ(PostRecv(b_, 1, {b_.sge(0, kGrh + 8)}), 0);
   EXPECT_TRUE(NoCompletion(b_.rcq));  // nothing is resent
   if (e2e::sim_present()) {

@@ -434,7 +434,7 @@ TEST(StepMode, ExaminesCompletionAndEventEntries) {
       out.find("owner bit 0: last written as entry 0, in pass 0 of the ring (where the hardware writes 0)"),
       std::string::npos)
       << out;
-  EXPECT_NE(out.find("  type 0x00, resource 0x1, timestamp 5812 ns"), std::string::npos) << out;
+  EXPECT_NE(out.find("  type 0x00, resource 0x1, timestamp 6288 ns"), std::string::npos) << out;
   EXPECT_NE(out.find("EQ 1 on hcasim1: 4096 EQEs, MSI-X vector 0; producer 1"), std::string::npos) << out;
   EXPECT_NE(out.find("MR key 0x12a on hcasim1: PD 1, va 0x"), std::string::npos) << out;
   EXPECT_NE(out.find("access LOCAL_READ|LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ"), std::string::npos) << out;

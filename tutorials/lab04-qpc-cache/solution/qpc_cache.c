@@ -4,7 +4,7 @@
  * cache; every doorbell and every arriving packet looks its QP up there. This program creates
  * N RC QP pairs between host A and host B and round-robins 64-byte RDMA WRITEs over them:
  * each round writes once on pair 0, then pair 1, ..., pair N-1, each WRITE waited for before
- * the next. With N above the cache's size, an LRU cache evicts exactly the QP needed next.
+ * the next. How many of those lookups hit depends on N and on the order of the WRITEs.
  *
  *   qpc_cache [N [ROUNDS]]    N QP pairs (default 17), ROUNDS rounds (default 2)
  *
@@ -13,7 +13,8 @@
  * it with `hcasim run --stats`.
  *
  * Lab 4 handout: tutorials/lab04-qpc-cache/README.md. This is the reference solution;
- * starter/qpc_cache.c is the same program with the QP setup loop and the round-robin left out.
+ * starter/qpc_cache.c is the same program with the choice of the pair and the posting of the
+ * WRITE left out.
  *
  * Nothing here knows about the simulator: it runs on RoCE hardware, on rxe, or under
  * `hcasim run`.
