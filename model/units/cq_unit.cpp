@@ -120,6 +120,14 @@ uint32_t CqUnit::unpolled(uint32_t cqn) const {
 
 bool CqUnit::has_room(uint32_t cqn, Cq& cq, const CqeInfo& in) {
   const uint32_t size = 1u << cq.cqc.log_size;
+  if (cq.overflowed) {
+    // ibv_poll_cq(3): after an overrun "the CQ cannot be used"; nothing lands in it any more.
+    ++overflows_;
+    HCASIM_TRACE(tracer_, Cq, Error, in.qpn,
+                 TraceFields().set_queue(cqn).set_index(cq.pi).set_wqe(in.wqe_counter).set_flag(kTfError),
+                 "CQ %u is in error since its overflow: CQE dropped", cqn);
+    return false;
+  }
   if (cq.pi - cq.ci_seen >= size) {
     // Looks full: read the consumer index the driver published in the doorbell record.
     hw::CqDbrec rec{};
