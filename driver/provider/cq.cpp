@@ -151,6 +151,9 @@ int destroy_cq(ibv_cq* cq) {
   k.remove_cq(q->cqn);
   hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DestroyCq, q->cqn);
   k.command(mb);
+  const uint32_t comp_taken = q->events_taken.load();
+  wait_events_acked(*q->ctx->sdev->link, "ibv_destroy_cq", trace::kTraceNone, &cq->mutex, &cq->cond,
+                    &q->async_taken, &cq->async_events_completed, &comp_taken, &cq->comp_events_completed);
   if (q->channel) {
     std::lock_guard<std::mutex> g(q->channel->mu);
     // The CQ's queued events die with it. The channel's eventfd counts queued events (one

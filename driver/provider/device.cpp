@@ -376,8 +376,6 @@ int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   }
 }
 
-void ack_cq_events(ibv_cq* cq, unsigned int nevents) { sim(cq)->events_acked += nevents; }
-
 void push_async_event(SimContext* ctx, const ibv_async_event& ev) {
   std::lock_guard<std::mutex> g(ctx->async_mu);
   ctx->async_q.push_back(ev);
@@ -394,6 +392,7 @@ int get_async_event(ibv_context* context, ibv_async_event* event) {
       if (!c->async_q.empty()) {
         *event = c->async_q.front();
         c->async_q.pop_front();
+        note_async_taken(*event);
         uint64_t one;
         if (read(c->async_efd, &one, sizeof one) < 0) { /* count and queue move together */
         }
@@ -406,7 +405,5 @@ int get_async_event(ibv_context* context, ibv_async_event* event) {
     }
   }
 }
-
-void ack_async_event(ibv_async_event*) {}
 
 }  // namespace hcasim::drv

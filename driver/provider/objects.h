@@ -97,8 +97,9 @@ struct SimCq {
   int poll_waiters = 0;            ///< posters waiting for a reader to poll (handoff.h)
   uint32_t arm_sn = 0;
   std::atomic<bool> armed{false};  ///< armed by the program and not yet fired (SimChannel::armed)
-  std::atomic<unsigned> events_delivered{0}, events_acked{0};
+  std::atomic<unsigned> events_delivered{0};
   std::atomic<unsigned> events_taken{0};  ///< by ibv_get_cq_event (handoff.h)
+  uint32_t async_taken = 0;               ///< CQ_ERR events the program took (under cq.mutex)
   std::atomic<int> users{0};
   CqEvents events;
   uint64_t last_cqe_ts_ns = 0;  ///< timestamp of the CQE poll_cq decoded last (under mu), for cq_ex
@@ -145,6 +146,7 @@ struct SimQp {
   std::unique_ptr<QpExState, QpExStateDeleter> ex;  ///< ibv_wr_* state; set by create_qp_ex only
   SimXrcd* xrcd = nullptr;                          ///< XRC receive QP: its domain
   bool xrc_opened = false;                          ///< a handle from ibv_open_qp (not the QP's creator)
+  uint32_t async_taken = 0;  ///< affiliated async events the program took (under qp.mutex; event_acks.cpp)
 };
 
 /**
@@ -189,6 +191,7 @@ struct SimSrq {
   SimXrcd* xrcd = nullptr;       ///< an XRC SRQ's domain
   ibv_cq* cq = nullptr;          ///< an XRC SRQ's completion queue
   SrqEvents events;
+  uint32_t async_taken = 0;  ///< affiliated async events the program took (under srq.mutex)
 };
 
 /** @brief A memory window (its current rkey is ibv_mw::rkey). */
@@ -242,6 +245,16 @@ int req_notify_cq(ibv_cq* cq, int solicited_only);
 int query_port_ex(ibv_context* context, uint8_t port, ibv_port_attr* attr, size_t len);
 
 /** @brief Wait on an eventfd while letting the device make progress; false on EAGAIN (non-blocking fd). */
+/** @brief Count @p ev as taken by the program, against the object it is about (event_acks.cpp). */
+void note_async_taken(const ibv_async_event& ev);
+/**
+ * @brief Before a destroy: wait until the events the program took about the object are all
+ * acknowledged (@p taken/@p acked async, @p comp_taken/@p comp_acked completion events, or
+ * null), as rdma-core does; a driver error event first says the wait will not end by itself.
+ */
+void wait_events_acked(HcaLink& link, const char* verb, uint32_t qpn, pthread_mutex_t* mutex,
+                       pthread_cond_t* cond, const uint32_t* taken, const uint32_t* acked,
+                       const uint32_t* comp_taken = nullptr, const uint32_t* comp_acked = nullptr);
 bool wait_readable(HcaLink& link, int efd);
 
 }  // namespace hcasim::drv

@@ -431,6 +431,8 @@ int destroy_qp(ibv_qp* ibqp) {
   unregister_qp(q);
   hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DestroyQp, q->qpn);
   if (int e = k.command(mb)) return fail(e);
+  wait_events_acked(*q->ctx->sdev->link, "ibv_destroy_qp", q->qpn, &ibqp->mutex, &ibqp->cond, &q->async_taken,
+                    &ibqp->events_completed);
   q->spd->users--;
   sim(ibqp->send_cq)->users--;
   if (ibqp->recv_cq) sim(ibqp->recv_cq)->users--;

@@ -175,6 +175,8 @@ int destroy_srq(ibv_srq* ibsrq) {
   KernelDevice& k = *s->ctx->kdev;
   hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::DestroySrq, s->srqn);
   if (int e = k.command(mb)) return fail(e);
+  wait_events_acked(*s->ctx->sdev->link, "ibv_destroy_srq", trace::kTraceNone, &ibsrq->mutex, &ibsrq->cond,
+                    &s->async_taken, &ibsrq->events_completed);
   k.remove_srq(s->srqn);
   unregister_srq(s);
   if (s->xrcd) s->xrcd->users--;
