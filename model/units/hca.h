@@ -38,6 +38,7 @@ struct InflightWrite {
   uint32_t first_psn = 0, last_psn = 0;
   uint64_t va = 0;  ///< first byte it writes
   uint32_t len = 0;
+  uint32_t dest_qpn = 0;  ///< requester side: the QP it writes through at the target
 };
 
 class Hca {

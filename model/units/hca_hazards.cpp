@@ -5,6 +5,7 @@
 // realtime clock, where the report says the run lost it. The checks run only when
 // a destroy command arrives, never per packet, and read state without changing it (no trace
 // event, counter or IOTLB effect unless a hazard is found).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -137,7 +138,7 @@ void Hca::writes_in_flight_to(const HcaIdentity& target, uint32_t rkey, uint64_t
     for (const InflightMsg& m : qp.inflight) {
       if (!is_write(m.w.op) || m.w.rkey != rkey || !overlaps(m.w.raddr, m.w.length, va, len)) continue;
       out.push_back(InflightWrite{core_.id.name, qp.qpc.qpn, m.w.index, m.first_psn, last_psn(m), m.w.raddr,
-                                  m.w.length});
+                                  m.w.length, qp.qpc.dest_qpn});
     }
   });
 }
@@ -151,6 +152,15 @@ void Hca::mkey_hazard(uint32_t key) {
     write_probe_(*this, key, va, len, w);
   else
     writes_in_flight_to(core_.id, key, va, len, w);
+  // A WRITE this HCA's responder has already placed whole (its QP expects a later PSN) is only
+  // waiting for its ACK at the requester: a duplicate would be acknowledged again, not executed
+  // again (IBTA 9.7.5.1.1), so deregistering now loses nothing.
+  w.erase(std::remove_if(w.begin(), w.end(),
+                         [&](const InflightWrite& x) {
+                           const QpContext* qp = core_.qpc.peek(x.dest_qpn);
+                           return qp && wire::psn_before(x.last_psn, qp->epsn);
+                         }),
+          w.end());
   // This HCA's responder may be in the middle of placing one (its FIRST packet arrived).
   core_.qpc.for_each([&](const QpContext& qp) {
     if (qp.write_active && qp.write_rkey == key)

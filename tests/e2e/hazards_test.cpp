@@ -197,5 +197,28 @@ TEST_F(Hazards, MrDeregisteredAfterTheWriteCompletedIsNoHazard) {
   EXPECT_EQ(err.find("hazard"), std::string::npos) << err;
 }
 
+// A WRITE the responder has placed whole is no longer at risk, though its ACK has not reached the
+// requester: a duplicate would be acknowledged again, not executed again (IBTA 9.7.5.1.1).
+// (A loses every ACK here, so its WRITE stays unacknowledged; B has taken the receive completion.)
+TEST_F(Hazards, MrDeregisteredAfterTheWriteWasPlacedIsNoHazard) {
+  ASSERT_EQ(hcasim_sim_drop_rx(Dev(a_), a_.qp->qp_num, kAny, 1000), 0);
+  ASSERT_EQ(PostRecv(b_, 7, {b_.sge(0, 0)}), 0);
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE_WITH_IMM, {a_.sge(0, 4096)}, IBV_SEND_SIGNALED, 5,
+                     b_.addr(4096), b_.mr->rkey),
+            0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  const auto [rc, err] = StderrOf([&] { return ibv_dereg_mr(b_.mr); });
+  EXPECT_EQ(rc, 0);
+  b_.mr = nullptr;
+  EXPECT_EQ(NewB(), 0u);
+  EXPECT_EQ(err.find("hazard"), std::string::npos) << err;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(a_.qp, &attr, IBV_QP_STATE), 0);
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+}
+
 }  // namespace
 }  // namespace e2e
