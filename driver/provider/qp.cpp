@@ -622,9 +622,11 @@ void trace_post_send(HcaLink& link, const SimQp& q, const ibv_send_wr& wr, const
                      .set_flag(trace::kTfSignaled, flags & hw::kCtrlCqUpdate)
                      .set_flag(trace::kTfSolicited, flags & hw::kCtrlSolicited);
   char buf[160];
+  uint32_t len = p.inl ? p.inline_len : 0;  // the message length: every SGE's
+  for (int i = 0; !p.inl && i < wr.num_sge; ++i) len += wr.sg_list[i].length;
   snprintf(buf, sizeof buf, "post_send: %s len=%u -> SQ WQE %u (%u WQEBB)%s%s", wr_opcode_name(wr.opcode),
-           p.inl ? p.inline_len : (wr.num_sge ? wr.sg_list[0].length : 0), f.wqe, f.count,
-           f.has(trace::kTfSignaled) ? " signaled" : "", f.has(trace::kTfSolicited) ? " solicited" : "");
+           len, f.wqe, f.count, f.has(trace::kTfSignaled) ? " signaled" : "",
+           f.has(trace::kTfSolicited) ? " solicited" : "");
   link.trace(trace::TraceKind::Post, q.qpn, true, wr.wr_id, f, buf);
 }
 
@@ -640,9 +642,12 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr, bool type1_bin
   SendPlan p;
   p.type1_bind = type1_bind;
   if (int e = validate_send_wr(q, wr, p)) return e;
-  uint8_t wqe[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock] = {};
+  // Staged with room to spare: 16 SGEs behind the control, datagram, address and atomic segments
+  // take 21 segments, more than the 16 a WQE may have (4 WQEBBs), which is refused below.
+  uint8_t wqe[(hw::kMaxSendWqeBbs + 2) * hw::kWqeBasicBlock] = {};
   uint32_t ds = build_remote_segments(q, wr, p, wqe, 1);
   ds = build_payload_segments(wr, p, wqe, ds);
+  if (ds > hw::kMaxSendWqeBbs * (hw::kWqeBasicBlock / hw::kSegmentSize)) return EINVAL;  // WQE too big
   const uint32_t nbb = hw::wqe_bbs_for_segments(ds);
   const uint16_t used = uint16_t(q.sq_head - q.sq_tail.load(std::memory_order_acquire));
   if (used + nbb > (1u << q.sq_log)) return ENOMEM;  // send queue full

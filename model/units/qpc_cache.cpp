@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "qpc_cache.h"
 
+#include "timed_queue.h"  // now_ps
+
 namespace hcasim::model {
 
 QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
@@ -16,11 +18,15 @@ QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
     ++hits_;
     r.hit = true;
     r.latency_ps = prof_.qpc_hit_ps;
+    auto f = filled_at_ps_.find(qpn);
+    if (f != filled_at_ps_.end() && f->second > now_ps() + r.latency_ps) r.latency_ps = f->second - now_ps();
     lru_.splice(lru_.begin(), lru_, c->second);
   } else {
     ++misses_;
     r.latency_ps = prof_.qpc_miss_ps;
+    filled_at_ps_[qpn] = now_ps() + r.latency_ps;
     if (cached_.size() >= capacity_) {
+      filled_at_ps_.erase(lru_.back());
       cached_.erase(lru_.back());
       lru_.pop_back();
     }
@@ -28,7 +34,10 @@ QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
     cached_[qpn] = lru_.begin();
   }
   HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields(), "%s: QPC cache %s (state=%u, %zu/%u cached)", why,
-               r.hit ? "hit" : "miss -> ICM read", unsigned(r.qp->qpc.state), cached_.size(), capacity_);
+               !r.hit                            ? "miss -> ICM read"
+               : r.latency_ps > prof_.qpc_hit_ps ? "hit, its ICM read still in flight"
+                                                 : "hit",
+               unsigned(r.qp->qpc.state), cached_.size(), capacity_);
   return r;
 }
 
@@ -46,6 +55,7 @@ bool QpcCache::destroy(uint32_t qpn) {
     lru_.erase(c->second);
     cached_.erase(c);
   }
+  filled_at_ps_.erase(qpn);
   return table_.erase(qpn) != 0;
 }
 

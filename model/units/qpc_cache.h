@@ -65,6 +65,8 @@ class QpcCache {
   std::unordered_map<uint32_t, std::unique_ptr<QpContext>> table_;
   std::list<uint32_t> lru_;  // front = most recent
   std::unordered_map<uint32_t, std::list<uint32_t>::iterator> cached_;
+  /** When a missed context's ICM read ends: a lookup before then waits for it, hit or not. */
+  std::unordered_map<uint32_t, uint64_t> filled_at_ps_;
   uint64_t hits_ = 0, misses_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model_fixture.h"
 #include "timing_profile.h"
 #include "trace.h"
 
@@ -44,12 +45,19 @@ TEST_F(QpcCacheTest, ProfileLatenciesOnHitAndMiss) {
   EXPECT_FALSE(r.hit);
   EXPECT_EQ(r.latency_ps, prof.qpc_miss_ps);
   EXPECT_EQ(r.latency_ps, 600'000u);  // roce-100g
+  // A lookup while that ICM read is still in flight hits, but waits for the read to end.
+  test::run_for_ps(100'000);
   r = c.lookup(0x11, "t");
   EXPECT_EQ(r.qp, q);
   EXPECT_TRUE(r.hit);
+  EXPECT_EQ(r.latency_ps, 500'000u);
+  // Once it has ended, a hit costs the profile's hit latency.
+  test::run_for_ps(500'000);
+  r = c.lookup(0x11, "t");
+  EXPECT_TRUE(r.hit);
   EXPECT_EQ(r.latency_ps, prof.qpc_hit_ps);
   EXPECT_EQ(r.latency_ps, 4'000u);
-  EXPECT_EQ(c.hits(), 1u);
+  EXPECT_EQ(c.hits(), 2u);
   EXPECT_EQ(c.misses(), 1u);
 }
 
