@@ -521,3 +521,29 @@ TEST_F(Errors, RnrRetryCountIsHonoured) {
 
 }  // namespace
 }  // namespace e2e
+
+namespace e2e {
+namespace {
+
+// A WQE is at most 4 WQEBBs (16 segments). A QP may have max_send_sge 16 (the device's
+// max_sge), but an RDMA WRITE with 16 SGEs needs 18 segments (control, remote address, 16 data):
+// ibv_post_send refuses it with EINVAL and bad_wr set, and nothing is posted. (It used to
+// overflow the driver's staging buffer.) rxe accepts more segments per WQE, so this is the
+// simulator's limit, like mlx5's maximum WQE size.
+TEST_F(Errors, WqeLargerThanFourBasicBlocksIsEinval) {
+  Options o;
+  o.max_send_sge = 16;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  std::vector<ibv_sge> sges;
+  for (uint32_t i = 0; i < 16; ++i) sges.push_back(a_.sge(i * 64, 64));
+  EXPECT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, sges, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), EINVAL);
+  sges.resize(14);  // control + remote address + 14 = 16 segments: fits
+  EXPECT_EQ(PostSend(a_, 2, IBV_WR_RDMA_WRITE, sges, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+}
+
+}  // namespace
+}  // namespace e2e
