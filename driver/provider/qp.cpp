@@ -190,7 +190,9 @@ hw::Qpc qpc_from_attr(const ibv_qp_attr& a, int mask, ibv_qp_state next) {
     in.path.traffic_class = a.ah_attr.grh.traffic_class;
     in.path.flow_label = a.ah_attr.grh.flow_label;
   }
-  in.path_mtu_log = uint8_t(7 + a.path_mtu);
+  // Only what the mask names is defined (ibv_modify_qp(3)): an unset path_mtu may hold any bits,
+  // not even a valid enum value (ibv_xsrq_pingpong leaves it uninitialised).
+  if (mask & IBV_QP_PATH_MTU) in.path_mtu_log = uint8_t(7 + int(a.path_mtu));
   in.dest_qpn = a.dest_qp_num;
   in.rq_psn = a.rq_psn;
   in.sq_psn = a.sq_psn;
