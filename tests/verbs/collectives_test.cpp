@@ -16,6 +16,11 @@
 
 using namespace verbs_test;
 
+namespace hcasim::verbs {
+// Test names and failure messages show the type by name, not as bytes.
+void PrintTo(DataType t, std::ostream* os) { *os << dataTypeName(t); }
+}  // namespace hcasim::verbs
+
 namespace {
 
 constexpr int P = VERBS_RANKS;
@@ -126,41 +131,48 @@ RankOptions opts(PollMode mode = PollMode::BusyPoll) {
   return o;
 }
 
-void allreduceSweep(const CollectiveOptions& co, PollMode mode, bool allSizesForAllOps) {
-  runRanks(P, opts(mode), [&](Context& ctx) {
-    for (DataType t : kTypes)
-      for (ReduceOp op : kOps)
-        for (size_t n : counts(t, allSizesForAllOps))
-          dispatch(t, [&](auto zero) {
-            using T = decltype(zero);
-            std::vector<uint8_t> buf;
-            fill<T>(buf, ctx.rank(), n, op);
-            Allreduce ar(ctx, buf.data(), n, t, op, co);
-            ar.run();
-            check<T>(
-                buf.data(), n, [&](size_t i) { return expected<T>(i, op); },
-                "allreduce " + std::string(allreduceAlgorithmName(ar.algorithm())) + " " + name(t, op, n));
-          });
+void allreduceSweep(const CollectiveOptions& co, DataType t) {
+  runRanks(P, opts(), [&](Context& ctx) {
+    for (ReduceOp op : kOps)
+      for (size_t n : counts(t, true))
+        dispatch(t, [&](auto zero) {
+          using T = decltype(zero);
+          std::vector<uint8_t> buf;
+          fill<T>(buf, ctx.rank(), n, op);
+          Allreduce ar(ctx, buf.data(), n, t, op, co);
+          ar.run();
+          check<T>(
+              buf.data(), n, [&](size_t i) { return expected<T>(i, op); },
+              "allreduce " + std::string(allreduceAlgorithmName(ar.algorithm())) + " " + name(t, op, n));
+        });
   });
 }
 
+// One test per data type: each is a quarter of the sweep, so a slow lane (TSan, eight ranks as
+// threads on two cores) stays well inside the watchdog.
+class AllreduceEveryOpSize : public ::testing::TestWithParam<DataType> {};
+
+std::string typeName(const ::testing::TestParamInfo<DataType>& info) { return dataTypeName(info.param); }
+
 }  // namespace
 
-TEST(Allreduce, RingEveryTypeOpSize) {
+TEST_P(AllreduceEveryOpSize, Ring) {
   Watchdog wd(55);
   CollectiveOptions co;
   co.algorithm = AllreduceAlgorithm::Ring;
-  allreduceSweep(co, PollMode::BusyPoll, true);
+  allreduceSweep(co, GetParam());
 }
 
-TEST(Allreduce, RingChunkedEveryTypeOpSize) {
+TEST_P(AllreduceEveryOpSize, RingChunked) {
   Watchdog wd(55);
   CollectiveOptions co;
   co.algorithm = AllreduceAlgorithm::RingChunked;
   co.segmentBytes = 8192;  // many segments in flight even for small messages
   co.regions = 3;
-  allreduceSweep(co, PollMode::BusyPoll, true);
+  allreduceSweep(co, GetParam());
 }
+
+INSTANTIATE_TEST_SUITE_P(Type, AllreduceEveryOpSize, ::testing::ValuesIn(kTypes), typeName);
 
 TEST(Allreduce, RepeatedRunsReuseRegistrations) {
   Watchdog wd(55);
