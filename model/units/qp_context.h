@@ -96,15 +96,16 @@ struct RecvInProgress {
 struct QpContext {
   hw::Qpc qpc{};
   // ---- requester
-  uint16_t sq_pi = 0;          ///< producer counter from the last doorbell (WQEBBs)
-  uint16_t sq_fetch = 0;       ///< next WQEBB to fetch
-  Ring<SendWqe> fetched;       ///< fetched, waiting for decode
-  Ring<InflightMsg> inflight;  ///< decoded, not yet completed
-  uint8_t rnr_left = 0;        ///< RNR retries left (7 = infinite)
-  uint8_t retry_left = 0;      ///< transport retries left after a local ACK timeout
-  bool sqd_notify = false;     ///< entered SQD with async notify: report SQ drained
-  size_t tx_msg = 0;           ///< transmit cursor: message index into inflight
-  uint32_t tx_pkt = 0;         ///< and packet within it
+  uint16_t sq_pi = 0;           ///< producer counter from the last doorbell (WQEBBs)
+  uint16_t sq_fetch = 0;        ///< next WQEBB to fetch
+  Ring<SendWqe> fetched;        ///< fetched, waiting for decode
+  Ring<InflightMsg> inflight;   ///< decoded, not yet completed
+  uint8_t rnr_left = 0;         ///< RNR retries left (7 = infinite)
+  uint64_t rnr_wait_until = 0;  ///< an RNR NAK's wait: nothing is sent before it (IBTA 9.7.5.2.8)
+  uint8_t retry_left = 0;       ///< transport retries left after a local ACK timeout
+  bool sqd_notify = false;      ///< entered SQD with async notify: report SQ drained
+  size_t tx_msg = 0;            ///< transmit cursor: message index into inflight
+  uint32_t tx_pkt = 0;          ///< and packet within it
   uint32_t next_psn = 0;
   bool tx_scheduled = false;
   uint64_t req_tx_last = 0;   ///< ready time of this QP's last request frame (stream order)

@@ -340,6 +340,10 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
 }
 
 void Requester::tx(QpContext& qp) {
+  // After an RNR NAK the requester waits out the timer the responder asked for, whatever else
+  // arrives meanwhile (IBTA 9.7.5.2.8): the NAK sequence error that the responder sends for the
+  // packets behind the refused one, or a doorbell. The job scheduled for the end of the wait resends.
+  if (now_ps() < qp.rnr_wait_until) return;
   TxBatch batch;
   batch.now = now_ps();
   batch.mtu = mtu_of(qp);
@@ -553,7 +557,8 @@ void Requester::on_ack(QpContext& qp, const wire::Headers& h) {
                    unsigned(qp.rnr_left));
       rewind(qp, psn);
       ack_timer_.cancel(qp.qpc.qpn);  // re-armed when the retry goes out
-      schedule(qp, Stage::Tx, now_ps() + wait);
+      qp.rnr_wait_until = now_ps() + wait;
+      schedule(qp, Stage::Tx, qp.rnr_wait_until);
       return;
     }
     case wire::AethKind::Nak: return on_nak(qp, psn, syn);
@@ -569,7 +574,11 @@ void Requester::on_nak(QpContext& qp, uint32_t psn, uint8_t syn) {
   switch (code) {
     case wire::NakCode::PsnSequenceError:
       rewind(qp, psn);
-      schedule(qp, Stage::Tx, now_ps());
+      if (now_ps() < qp.rnr_wait_until)
+        HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_psn(psn),
+                     "go back to psn=%u after the RNR wait (%.2f us left)", psn,
+                     double(qp.rnr_wait_until - now_ps()) / 1e6);
+      schedule(qp, Stage::Tx, now_ps());  // tx() holds it until an RNR wait is over
       return;
     case wire::NakCode::InvalidRequest:
       qp.tx_msg = 0;

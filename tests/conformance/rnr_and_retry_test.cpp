@@ -74,6 +74,38 @@ TEST_F(RnrAndRetry, RnrRetrySevenRetriesForever) {
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 }
 
+// 9.7.5.2.8: the requester waits the RNR timer out even when a NAK "PSN sequence error" for the
+// same PSN follows the RNR NAK (the responder sends one for the packet that was already behind
+// the refused one). Resending at that NAK made thousands of RNR NAKs per RNR period (found by
+// lab 9); rxe waits too (its requester's wait_for_rnr_timer).
+TEST_F(RnrAndRetry, SequenceErrorNakDoesNotCutTheRnrWaitShort) {
+  Options o;
+  o.rnr_retry = 7;
+  o.min_rnr_timer = 14;  // 1.28 ms (table 45)
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  const uint64_t naks0 = e2e::sim_present() ? e2e::sim_counter(Dev(b_), "rnr_naks") : 0;
+  e2e::fill_pattern(a_.buf, 128, 9);
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_SEND, {a_.sge(0, 64)}), 0);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, {a_.sge(64, 64)}), 0);  // in flight behind the refused one
+  const uint64_t t0 = e2e::sim_now_ns();
+  EXPECT_TRUE(NoCompletion(a_.scq, 2000));
+  const uint64_t waited_ns = e2e::sim_now_ns() - t0;
+  ASSERT_EQ(PostRecv(b_, 3, {b_.sge(0, 64)}), 0);
+  ASSERT_EQ(PostRecv(b_, 4, {b_.sge(64, 64)}), 0);
+  ibv_wc wc;
+  for (uint64_t id : {1, 2}) {
+    ASSERT_TRUE(PollOne(a_.scq, wc));
+    EXPECT_TRUE(e2e::wc_is(wc, WcExpect{id, IBV_WC_SEND, a_.qp->qp_num})) << e2e::describe(wc);
+  }
+  EXPECT_TRUE(e2e::same_bytes(b_.buf, a_.buf, 128));
+  if (e2e::sim_present()) {
+    // One RNR NAK per 1.28 ms wait at most, plus the first and one in flight at the end.
+    const uint64_t naks = e2e::sim_counter(Dev(b_), "rnr_naks") - naks0;
+    EXPECT_LE(naks, waited_ns / 1280000 + 2) << waited_ns << " ns waited";
+    EXPECT_GE(naks, 1u);
+  }
+}
+
 // 9.7.6.1.3: a lost request is resent after the local ACK timeout; data arrives once.
 TEST_F(RnrAndRetry, LostRequestIsRetransmittedAfterTimeout) {
   REQUIRE_SIM_FAULT_HOOKS();

@@ -103,6 +103,12 @@ inline uint64_t sim_counter(const char* dev, const char* name) {
   }
   return v;
 }
+/** Simulated time in ns, if this is the simulator (0 elsewhere). */
+inline uint64_t sim_now_ns() {
+  using Fn = uint64_t (*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "hcasim_sim_now_ns"));
+  return fn ? fn() : 0;
+}
 
 /** Printable work completion, for failure messages. */
 inline std::string describe(const ibv_wc& wc) {
