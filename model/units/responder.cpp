@@ -136,16 +136,19 @@ void Responder::recv_error(QpContext& qp, hw::CqeSyndrome status) {
 }
 
 std::string Responder::remote_access_refusal(QpContext& qp, uint32_t rkey, uint64_t va, uint64_t len,
-                                             uint32_t access) {
+                                             uint32_t access, wire::NakCode& nak) {
   const char* op = access == hw::kAccessRemoteWrite  ? "RDMA WRITE"
                    : access == hw::kAccessRemoteRead ? "RDMA READ"
                                                      : "atomic";
   const char* flag = access == hw::kAccessRemoteWrite  ? "IBV_ACCESS_REMOTE_WRITE"
                      : access == hw::kAccessRemoteRead ? "IBV_ACCESS_REMOTE_READ"
                                                        : "IBV_ACCESS_REMOTE_ATOMIC";
-  // The QP's own remote access enables are checked before any key is looked at.
+  // The QP's own remote access enables are checked before any key is looked at: an operation
+  // the QP does not enable is an invalid request, not a key violation.
+  nak = wire::NakCode::InvalidRequest;
   if (!(qp.qpc.access_flags & access))
     return strprintf("QP access check failed: %s refused, the QP's qp_access_flags lack %s", op, flag);
+  nak = wire::NakCode::RemoteAccessError;
   const MrCheck c = u_.mrs.check(rkey, request_pdn(qp), va, len, access, qp.qpc.qpn, "rkey");
   if (c == MrCheck::Ok) return {};
   if (c == MrCheck::NoAccess)
@@ -341,10 +344,10 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
   const uint32_t len = uint32_t(f.payload_len), qpn = qp.qpc.qpn;
   const bool ends = wire::ends_message(op);
   if (wire::starts_message(op)) {
+    wire::NakCode nak;
     const std::string refused =
-        remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite);
-    if (!refused.empty())
-      return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, refused.c_str());
+        remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, nak);
+    if (!refused.empty()) return fatal(qp, h.psn, nak, hw::CqeSyndrome::Ok, refused.c_str());
     qp.write_active = true;
     qp.write_va = h.reth.va;
     qp.write_rkey = h.reth.rkey;
@@ -370,10 +373,10 @@ void Responder::on_write(QpContext& qp, const wire::ParsedFrame& f) {
 }
 
 void Responder::on_read(QpContext& qp, const wire::Headers& h) {
+  wire::NakCode nak;
   const std::string refused =
-      remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead);
-  if (!refused.empty())
-    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, refused.c_str());
+      remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteRead, nak);
+  if (!refused.empty()) return fatal(qp, h.psn, nak, hw::CqeSyndrome::Ok, refused.c_str());
   ++qp.msn;
   read_response(qp, h.psn, h.reth);
   const uint32_t n =
@@ -398,9 +401,9 @@ void Responder::atomic(QpContext& qp, const wire::Headers& h) {
   // IBTA o9-23: 8-byte aligned, else an invalid request.
   if (ae.va % 8)
     return fatal(qp, h.psn, wire::NakCode::InvalidRequest, hw::CqeSyndrome::Ok, "misaligned atomic");
-  const std::string refused = remote_access_refusal(qp, ae.rkey, ae.va, 8, hw::kAccessRemoteAtomic);
-  if (!refused.empty())
-    return fatal(qp, h.psn, wire::NakCode::RemoteAccessError, hw::CqeSyndrome::Ok, refused.c_str());
+  wire::NakCode nak;
+  const std::string refused = remote_access_refusal(qp, ae.rkey, ae.va, 8, hw::kAccessRemoteAtomic, nak);
+  if (!refused.empty()) return fatal(qp, h.psn, nak, hw::CqeSyndrome::Ok, refused.c_str());
   // Read-modify-write in the responder's host byte order (rxe's behaviour; docs/conformance.md).
   // The model runs under one lock, so no other device access interleaves.
   uint64_t orig = 0;

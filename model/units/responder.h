@@ -89,9 +89,12 @@ class Responder {
    * @brief The remote access checks of an RDMA WRITE, READ or atomic: first the QP's own
    * permission (qp_access_flags), then the rkey's region or window. Empty when allowed, else
    * the reason, naming which check refused: the QP's or the memory's (they are different
-   * mistakes in a program).
+   * mistakes in a program). @p nak is the NAK the refusal earns: Invalid Request when the QP
+   * does not enable the operation (as rxe, qib and hfi1 answer), Remote Access Error when the
+   * rkey check fails (IBTA 9.7.5.2, NAK codes).
    */
-  std::string remote_access_refusal(QpContext& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access);
+  std::string remote_access_refusal(QpContext& qp, uint32_t rkey, uint64_t va, uint64_t len, uint32_t access,
+                                    wire::NakCode& nak);
   /** @brief Responder-side fatal error: NAK the requester, complete the receive in error, QP to ERR. */
   void fatal(QpContext& qp, uint32_t psn, wire::NakCode nak, hw::CqeSyndrome recv_status, const char* why);
 

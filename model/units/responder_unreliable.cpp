@@ -122,8 +122,9 @@ void Responder::uc_write(QpContext& qp, const wire::ParsedFrame& f) {
   const wire::Headers& h = f.h;
   const uint32_t len = uint32_t(f.payload_len), qpn = qp.qpc.qpn;
   if (wire::starts_message(h.opcode)) {
+    wire::NakCode nak;  // UC answers nothing: the message is dropped either way
     const std::string refused =
-        remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite);
+        remote_access_refusal(qp, h.reth.rkey, h.reth.va, h.reth.dma_len, hw::kAccessRemoteWrite, nak);
     if (!refused.empty()) return uc_drop(qp, h, refused.c_str());
     qp.write_active = true;
     qp.write_va = h.reth.va;

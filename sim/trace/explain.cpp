@@ -30,12 +30,12 @@ std::pair<const char*, const char*> explain_cqe_status(uint16_t syndrome) {
     case S::RemoteInvalReqErr:
       return {"IBV_WC_REM_INV_REQ_ERR",
               "the responder rejected the request as invalid (longer than its receive buffer, or an "
-              "operation its QP does "
-              "not support)"};
+              "operation its QP does not enable in qp_access_flags)"};
     case S::RemoteAccessErr:
-      return {"IBV_WC_REM_ACCESS_ERR",
-              "the responder refused the access: its own line says whether its QP's access flags or the rkey "
-              "check refused"};
+      return {
+          "IBV_WC_REM_ACCESS_ERR",
+          "the responder refused the access: the rkey check failed (bad key, outside the region, or memory "
+          "registered without the right)"};
     case S::RemoteOpErr: return {"IBV_WC_REM_OP_ERR", "the responder could not complete the operation"};
     case S::TransportRetryExcErr:
       return {"IBV_WC_RETRY_EXC_ERR",

@@ -57,6 +57,37 @@ TEST_F(ErrorSemantics, MissingRemoteAccessFlagIsRemoteAccessError) {
   EXPECT_EQ(ibv_dereg_mr(ro), 0);
 }
 
+// An RDMA operation the responder's QP does not enable in qp_access_flags (ibv_modify_qp(3)) is
+// an invalid request, not a key violation: NAK invalid request -> IBV_WC_REM_INV_REQ_ERR, both
+// QPs to ERR, nothing written. rxe answers so (check_op_valid), and so do qib and hfi1; the
+// rkey check, and with it IBV_WC_REM_ACCESS_ERR, comes only for operations the QP enables.
+class QpAccessSemantics : public VerbsFixture {
+ protected:
+  void Expect(ibv_wr_opcode op, unsigned qp_access) {
+    Options o;
+    o.qp_access = qp_access;
+    ASSERT_NO_FATAL_FAILURE(Build(o));
+    e2e::fill_pattern(a_.buf, 64, 3);
+    std::memset(b_.buf, 0x5c, 64);
+    ASSERT_EQ(PostSend(a_, 9, op, {a_.sge(0, 64)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+    ibv_wc wc;
+    ASSERT_TRUE(PollOne(a_.scq, wc));
+    EXPECT_EQ(wc.status, IBV_WC_REM_INV_REQ_ERR) << e2e::describe(wc);
+    EXPECT_EQ(wc.wr_id, 9u);
+    EXPECT_EQ(QpState(a_), IBV_QPS_ERR);
+    EXPECT_EQ(QpState(b_), IBV_QPS_ERR);
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(b_.buf[i], 0x5c) << "byte " << i << " of the target changed";
+  }
+};
+
+TEST_F(QpAccessSemantics, WriteToQpWithoutRemoteWriteIsInvalidRequest) {
+  Expect(IBV_WR_RDMA_WRITE, IBV_ACCESS_REMOTE_READ);
+}
+
+TEST_F(QpAccessSemantics, ReadFromQpWithoutRemoteReadIsInvalidRequest) {
+  Expect(IBV_WR_RDMA_READ, IBV_ACCESS_REMOTE_WRITE);
+}
+
 // 10.8.3: a bad lkey -> IBV_WC_LOC_PROT_ERR, even for an unsignaled WR.
 TEST_F(ErrorSemantics, BadLkeyIsLocalProtectionErrorEvenUnsignaled) {
   ibv_sge bad = a_.sge(0, 64);
