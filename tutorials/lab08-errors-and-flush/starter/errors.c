@@ -202,6 +202,24 @@ static int reaches_error_state(struct ibv_qp* qp) {
   return 1;
 }
 
+/* The enum name of a status, as the verbs header and the man pages spell it. */
+static const char* status_name(enum ibv_wc_status st) {
+  switch (st) {
+    case IBV_WC_SUCCESS: return "IBV_WC_SUCCESS";
+    case IBV_WC_LOC_LEN_ERR: return "IBV_WC_LOC_LEN_ERR";
+    case IBV_WC_LOC_QP_OP_ERR: return "IBV_WC_LOC_QP_OP_ERR";
+    case IBV_WC_LOC_PROT_ERR: return "IBV_WC_LOC_PROT_ERR";
+    case IBV_WC_WR_FLUSH_ERR: return "IBV_WC_WR_FLUSH_ERR";
+    case IBV_WC_REM_INV_REQ_ERR: return "IBV_WC_REM_INV_REQ_ERR";
+    case IBV_WC_REM_ACCESS_ERR: return "IBV_WC_REM_ACCESS_ERR";
+    case IBV_WC_REM_OP_ERR: return "IBV_WC_REM_OP_ERR";
+    case IBV_WC_LOC_ACCESS_ERR: return "IBV_WC_LOC_ACCESS_ERR";
+    case IBV_WC_RETRY_EXC_ERR: return "IBV_WC_RETRY_EXC_ERR";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "IBV_WC_RNR_RETRY_EXC_ERR";
+    default: return ibv_wc_status_str(st);
+  }
+}
+
 /* The next completion on cq, waiting at most 5 s of wall time. */
 static void next_wc(struct ibv_cq* cq, struct ibv_wc* wc, const char* what) {
   const double deadline = now_s() + 5.0;
@@ -217,7 +235,7 @@ static void expect_no_wc(struct ibv_cq* cq, const char* what) {
   while (now_s() < deadline) {
     const int n = ibv_poll_cq(cq, 1, &wc);
     CHECK(n == 0, "%s: unexpected completion (wr_id %llu, %s)", what, (unsigned long long)wc.wr_id,
-          ibv_wc_status_str(wc.status));
+          status_name(wc.status));
   }
 }
 
@@ -231,8 +249,8 @@ static enum ibv_wc_status expect_wc(struct ibv_cq* cq, uint64_t wr_id, uint32_t 
   CHECK(wc.wr_id == wr_id && wc.qp_num == qp_num,
         "%s: completion of wr_id %llu on QP 0x%x, expected %llu on 0x%x", what, (unsigned long long)wc.wr_id,
         wc.qp_num, (unsigned long long)wr_id, qp_num);
-  CHECK(wc.status == want || wc.status == alt, "%s: status %s, expected %s", what,
-        ibv_wc_status_str(wc.status), ibv_wc_status_str(want));
+  CHECK(wc.status == want || wc.status == alt, "%s: status %s, expected %s", what, status_name(wc.status),
+        status_name(want));
   return wc.status;
 }
 
@@ -303,21 +321,6 @@ static int next_async_event(struct ibv_context* ctx, struct ibv_async_event* ev,
   }
   CHECK(fcntl(ctx->async_fd, F_SETFL, flags) == 0, "fcntl: %s", strerror(errno));
   return got;
-}
-
-/* The enum name of a status, as the verbs header and the man pages spell it. */
-static const char* status_name(enum ibv_wc_status st) {
-  switch (st) {
-    case IBV_WC_SUCCESS: return "IBV_WC_SUCCESS";
-    case IBV_WC_LOC_LEN_ERR: return "IBV_WC_LOC_LEN_ERR";
-    case IBV_WC_LOC_QP_OP_ERR: return "IBV_WC_LOC_QP_OP_ERR";
-    case IBV_WC_LOC_PROT_ERR: return "IBV_WC_LOC_PROT_ERR";
-    case IBV_WC_WR_FLUSH_ERR: return "IBV_WC_WR_FLUSH_ERR";
-    case IBV_WC_REM_INV_REQ_ERR: return "IBV_WC_REM_INV_REQ_ERR";
-    case IBV_WC_REM_ACCESS_ERR: return "IBV_WC_REM_ACCESS_ERR";
-    case IBV_WC_REM_OP_ERR: return "IBV_WC_REM_OP_ERR";
-    default: return ibv_wc_status_str(st);
-  }
 }
 
 /* "" when a device reported the status IBTA asks for, else a note naming both. */
@@ -410,7 +413,7 @@ static void check_connection(struct host* a, struct host* b, uint64_t id) {
   expect_wc(a->scq, id, a->qp->qp_num, IBV_WC_SUCCESS, IBV_WC_SUCCESS, "SEND after recovery (A)");
   next_wc(b->rcq, &wc, "receive after recovery (B)");
   CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == id + 100 && wc.byte_len == MSG_SIZE,
-        "receive after recovery: %s, wr_id %llu, %u bytes", ibv_wc_status_str(wc.status),
+        "receive after recovery: %s, wr_id %llu, %u bytes", status_name(wc.status),
         (unsigned long long)wc.wr_id, wc.byte_len);
   CHECK(memcmp(b->buf + RECV_OFF, a->buf, MSG_SIZE) == 0, "SEND after recovery: payload differs");
 }
