@@ -258,7 +258,10 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
   }
   const uint64_t v = hw::cq_arm_value(q->cqn, ci, q->arm_sn, solicited_only != 0);
   hw::cq_dbrec_set_arm(*q->dbrec, v);
-  if (q->channel && !q->armed.exchange(true)) q->channel->armed++;
+  if (q->channel) {
+    q->channel->unarmed_told = false;
+    if (!q->armed.exchange(true)) q->channel->armed++;
+  }
   q->ctx->sdev->link->mmio_write64(hw::kUarCqArm, v);
   return 0;
 }

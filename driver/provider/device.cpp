@@ -338,10 +338,13 @@ void note_unarmed_wait(HcaLink& link, SimChannel& c) {
     std::lock_guard<std::mutex> g(c.mu);
     if (!c.pending.empty()) return;
   }
-  char buf[200];
+  // Once until a CQ of the channel is armed again: a program polling a non-blocking channel in
+  // a loop would otherwise get the line at every turn.
+  if (c.unarmed_told.exchange(true)) return;
+  char buf[240];
   snprintf(buf, sizeof buf,
            "ibv_get_cq_event waits on completion channel fd %d, but none of its CQs is armed: no completion "
-           "event can come (ibv_req_notify_cq arms a CQ for one event)",
+           "event can come (ibv_req_notify_cq arms a CQ for one event; said once until one is armed)",
            c.ch.fd);
   link.trace(trace::TraceKind::Error, trace::kTraceNone, false, 0,
              trace::TraceFields().set_flag(trace::kTfError), buf);

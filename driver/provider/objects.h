@@ -56,8 +56,9 @@ struct SimChannel {
   std::mutex mu;
   std::deque<SimCq*> pending;
   std::atomic<int> users{0};
-  std::atomic<long> reader{0};  ///< thread id of the last ibv_get_cq_event caller (handoff.h)
-  std::atomic<int> armed{0};    ///< CQs of this channel armed and not yet fired (a wait can end)
+  std::atomic<long> reader{0};            ///< thread id of the last ibv_get_cq_event caller (handoff.h)
+  std::atomic<int> armed{0};              ///< CQs of this channel armed and not yet fired (a wait can end)
+  std::atomic<bool> unarmed_told{false};  ///< the unarmed-wait explanation was given; rearmed: false
 };
 
 struct CqExState;
