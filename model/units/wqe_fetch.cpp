@@ -104,7 +104,7 @@ bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& 
     w.xrc_srqn = hw::xrc_seg_srqn(load_seg<hw::XrcSeg>(raw, seg++));
   }
   if (datagram) {
-    if (ds < 1 + hw::kDatagramSegs) return false;
+    if (ds < seg + hw::kDatagramSegs) return false;
     w.av = hw::get_datagram_seg(load_seg<hw::DatagramSeg>(raw, seg));
     seg += hw::kDatagramSegs;
   }
@@ -113,12 +113,16 @@ bool decode_send_wqe(const uint8_t* raw, uint32_t nbb, uint16_t index, SendWqe& 
     w.bind = hw::get_bind_seg(load_seg<hw::BindSeg>(raw, seg));
     return true;
   }
+  // Every segment the opcode implies must lie inside the WQE's ds: a program can write any
+  // ds, and a segment past it lies past the WQEBBs fetched (found by tests/fuzz, send_wqe).
   if (has_raddr(w.op)) {
+    if (seg >= ds) return false;
     const auto r = load_seg<hw::RaddrSeg>(raw, seg++);
     w.raddr = hw::raddr_seg_addr(r);
     w.rkey = hw::raddr_seg_rkey(r);
   }
   if (is_atomic(w.op)) {
+    if (seg >= ds) return false;
     const auto a = load_seg<hw::AtomicSeg>(raw, seg++);
     w.swap_add = hw::atomic_seg_swap_add(a);
     w.compare = hw::atomic_seg_compare(a);

@@ -114,6 +114,24 @@ TEST_F(WqeFetchTest, MalformedWqesAreFaults) {
   EXPECT_FALSE(decode_send_wqe(bb(0), 1, 0, w));
 }
 
+// A remote-address or atomic segment the control segment's ds does not cover is malformed, not
+// read from beyond the WQE (found by the send_wqe fuzz harness: a FETCH_ADD whose ds stopped
+// before its atomic segment, on a UD QP, read past the WQEBB fetched).
+TEST_F(WqeFetchTest, SegmentsBeyondTheDsAreMalformed) {
+  SendWqe w;
+  hw::set_ctrl_seg(seg<hw::CtrlSeg>(bb(0), 0), 0, hw::WqeOpcode::RdmaWrite, 0x11, 1, 0, 0);  // no raddr
+  EXPECT_FALSE(decode_send_wqe(bb(0), 1, 0, w));
+  hw::set_ctrl_seg(seg<hw::CtrlSeg>(bb(0), 0), 0, hw::WqeOpcode::AtomicFetchAdd, 0x11, 2, 0, 0);  // no atomic
+  EXPECT_FALSE(decode_send_wqe(bb(0), 1, 0, w));
+  hw::set_ctrl_seg(seg<hw::CtrlSeg>(bb(0), 0), 0, hw::WqeOpcode::AtomicFetchAdd, 0x11, 3, 0, 0);
+  EXPECT_TRUE(decode_send_wqe(bb(0), 1, 0, w));  // ctrl, raddr, atomic: no gather entry, length 0
+  EXPECT_EQ(w.nsge, 0u);
+  // UD: the datagram segment first, then the atomic would need two more than ds = 4 gives.
+  hw::set_ctrl_seg(seg<hw::CtrlSeg>(bb(0), 0), 0, hw::WqeOpcode::AtomicFetchAdd, 0x11, 1 + hw::kDatagramSegs,
+                   0, 0);
+  EXPECT_FALSE(decode_send_wqe(bb(0), hw::wqe_bbs_for_segments(1 + hw::kDatagramSegs), 0, w, true));
+}
+
 TEST_F(WqeFetchTest, ReceiveWqeTerminatorAndProducer) {
   // Receive WQEs of 64 bytes (4 data segments); WQE 2 has two SGEs, then a terminator.
   auto* r = reinterpret_cast<hw::DataSeg*>(table.pages[0] + 2 * 64);
