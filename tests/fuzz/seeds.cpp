@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: Apache-2.0
+// Writes the seed corpora of the fuzz harnesses: valid inputs of every shape each parser knows,
+// encoded with the same code the simulator uses (build_frame, the contract's set_* accessors,
+// Address::bytes, the documented spec grammars), so that the fuzzer starts from deep inside
+// the grammar. Run after a format change:  build/bin/fuzz_seeds tests/fuzz/corpus
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hcasim/hca_hw.h"
+#include "hcasim/verbs/address.h"
+#include "roce_packet.h"
+
+using namespace hcasim;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write(const fs::path& dir, const std::string& name, const std::vector<uint8_t>& bytes) {
+  fs::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+void frame(const fs::path& dir, const std::string& name, wire::Headers h, size_t payload_len) {
+  std::vector<uint8_t> payload(payload_len);
+  for (size_t i = 0; i < payload_len; ++i) payload[i] = uint8_t(i * 7 + 1);
+  std::vector<uint8_t> out(wire::frame_length(h, payload_len));
+  const size_t n = wire::build_frame(h, payload.data(), payload_len, out.data(), out.size());
+  out.resize(n);
+  write(dir, name, out);
+}
+
+void frames(const fs::path& dir) {
+  wire::Headers h;
+  uint8_t sgid[16], dgid[16];
+  wire::ipv4_to_gid(0xc0000201, sgid);
+  wire::ipv4_to_gid(0xc0000202, dgid);
+  wire::set_l3_from_gids(h, sgid, dgid);
+  h.dest_qp = 0x010011;
+  h.psn = 1000;
+  h.ackreq = true;
+  frame(dir, "send_only", h, 64);
+  h.opcode = wire::BthOpcode::RDMA_WRITE_FIRST;
+  h.reth = {0x7f0000001000, 0x1234, 9000};
+  frame(dir, "write_first", h, 4096);
+  h.opcode = wire::BthOpcode::RDMA_WRITE_ONLY_WITH_IMMEDIATE;
+  h.imm_data = 0x78563412;
+  frame(dir, "write_only_imm", h, 13);
+  h.opcode = wire::BthOpcode::RDMA_READ_REQUEST;
+  frame(dir, "read_request", h, 0);
+  h.opcode = wire::BthOpcode::RDMA_READ_RESPONSE_ONLY;
+  h.aeth = {0, 5};
+  frame(dir, "read_response", h, 100);
+  h.opcode = wire::BthOpcode::ACKNOWLEDGE;
+  h.aeth = {0x60, 6};  // a NAK: PSN sequence error
+  frame(dir, "nak", h, 0);
+  h.opcode = wire::BthOpcode::COMPARE_SWAP;
+  h.atomic_eth = {0x7f0000002000, 0x99, 5, 4};
+  frame(dir, "compare_swap", h, 0);
+  h.opcode = wire::BthOpcode::SEND_ONLY_WITH_INVALIDATE;
+  h.ieth_rkey = 0x4403;
+  frame(dir, "send_inv", h, 8);
+  h.opcode = wire::in_transport(wire::BthOpcode::SEND_ONLY, wire::Transport::UD);
+  h.deth = {0x11111111, 0x010012};
+  frame(dir, "ud_send", h, 256);
+  h.opcode = wire::in_transport(wire::BthOpcode::SEND_ONLY, wire::Transport::XRC);
+  h.xrc_srqn = 3;
+  frame(dir, "xrc_send", h, 32);
+  wire::ipv4_to_gid(0, sgid);
+  sgid[0] = 0xfe, sgid[1] = 0x80, dgid[0] = 0xfe, dgid[1] = 0x80;  // IPv6 link-local GIDs
+  wire::set_l3_from_gids(h, sgid, dgid);
+  h.opcode = wire::BthOpcode::SEND_LAST;
+  frame(dir, "ipv6_send_last", h, 21);
+}
+
+void wqe(const fs::path& dir, const std::string& name, uint8_t type, hw::WqeOpcode op,
+         const std::vector<std::vector<uint8_t>>& segs) {
+  std::vector<uint8_t> b(1 + (1 + segs.size()) * hw::kSegmentSize, 0);
+  b[0] = type;
+  hw::CtrlSeg c;
+  hw::set_ctrl_seg(c, 3, op, 0x11, uint32_t(1 + segs.size()), hw::kCtrlCqUpdate, 0);
+  std::memcpy(&b[1], &c, sizeof c);
+  for (size_t i = 0; i < segs.size(); ++i)
+    std::memcpy(&b[1 + (1 + i) * hw::kSegmentSize], segs[i].data(), segs[i].size());
+  write(dir, name, b);
+}
+
+template <class Seg>
+std::vector<uint8_t> seg_bytes(const Seg& s) {
+  std::vector<uint8_t> v(sizeof s);
+  std::memcpy(v.data(), &s, sizeof s);
+  return v;
+}
+
+std::vector<std::vector<uint8_t>> split(const std::vector<uint8_t>& v) {
+  std::vector<std::vector<uint8_t>> out;
+  for (size_t i = 0; i < v.size(); i += hw::kSegmentSize)
+    out.emplace_back(v.begin() + long(i), v.begin() + long(std::min(v.size(), i + hw::kSegmentSize)));
+  return out;
+}
+
+void wqes(const fs::path& dir) {
+  hw::DataSeg d;
+  hw::set_data_seg(d, 0x7f0000001000, 64, 0x1234);
+  hw::RaddrSeg r;
+  hw::set_raddr_seg(r, 0x7f0000009000, 0x4321);
+  hw::AtomicSeg a;
+  hw::set_atomic_seg(a, 1, 0);
+  wqe(dir, "send_one_sge", 0, hw::WqeOpcode::Send, {seg_bytes(d)});
+  wqe(dir, "send_three_sges", 0, hw::WqeOpcode::Send, {seg_bytes(d), seg_bytes(d), seg_bytes(d)});
+  wqe(dir, "write", 0, hw::WqeOpcode::RdmaWrite, {seg_bytes(r), seg_bytes(d)});
+  wqe(dir, "fetch_add", 0, hw::WqeOpcode::AtomicFetchAdd, {seg_bytes(r), seg_bytes(a), seg_bytes(d)});
+  std::vector<uint8_t> in(hw::inline_segments(20) * hw::kSegmentSize, 0x5a);
+  hw::InlineSeg is;
+  hw::set_inline_seg(is, 20);
+  std::memcpy(in.data(), &is, sizeof is);
+  wqe(dir, "send_inline", 0, hw::WqeOpcode::Send, split(in));
+  hw::DatagramSeg ds;
+  hw::set_datagram_seg(ds, hw::DatagramAddr{});
+  auto ud = split(seg_bytes(ds));
+  ud.push_back(seg_bytes(d));
+  wqe(dir, "ud_send", 1, hw::WqeOpcode::Send, ud);
+  hw::XrcSeg x;
+  hw::set_xrc_seg(x, 2);
+  wqe(dir, "xrc_send", 2, hw::WqeOpcode::Send, {seg_bytes(x), seg_bytes(d)});
+  hw::BindSeg bs;
+  hw::set_bind_seg(bs, hw::BindInfo{});
+  wqe(dir, "bind_mw", 0, hw::WqeOpcode::BindMw, split(seg_bytes(bs)));
+}
+
+void text(const fs::path& dir, const std::string& name, char grammar, const std::string& spec) {
+  std::vector<uint8_t> b(1, uint8_t(grammar));
+  b.insert(b.end(), spec.begin(), spec.end());
+  write(dir, name, b);
+}
+
+void specs(const fs::path& dir) {
+  text(dir, "filter_host_unit", 0, "host=hcasim1;unit=cq,eq");
+  text(dir, "filter_kind_qpn", 0, "kind=pkt.tx,pkt.rx;qpn=0x11");
+  text(dir, "filter_words", 1, "kind=cqe,eqe,arm,db,pkt;host=0,1");
+  text(dir, "drop_one", 2, "host=1;psn=1007");
+  text(dir, "drop_many", 2, "host=hcasim0;psn=0x3e8;qpn=0x010011;count=3|host=2;psn=5");
+}
+
+void addresses(const fs::path& dir) {
+  verbs::Address a;
+  a.qpn = 0x010011;
+  a.psn = 4096;
+  a.mtu = 5;
+  a.global = true;
+  wire::ipv4_to_gid(0xc0000201, a.gid.data());
+  write(dir, "roce_ipv4", a.bytes());
+  a.global = false;
+  a.lid = 7;
+  a.mtu = 3;
+  write(dir, "ib_lid", a.bytes());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR   (tests/fuzz/corpus)\n", argv[0]);
+    return 2;
+  }
+  const fs::path root(argv[1]);
+  frames(root / "roce_frame");
+  wqes(root / "send_wqe");
+  specs(root / "trace_filter");
+  addresses(root / "verbs_address");
+  std::printf("seed corpora written under %s\n", argv[1]);
+  return 0;
+}

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// Fuzz harness: the specs users type: --trace-filter / --step-filter / step mode's `next`
+// (sim/trace/trace_filter.h) and --drop rules (sim/trace/drop_rule.h). Input: a line of text;
+// its first byte picks the grammar, the rest is the spec. Properties: a spec is either accepted
+// with an empty message or refused with one that says something; accepted values are in range
+// (24-bit QPNs and PSNs, host indices below the number of hosts, counts 1..1000000).
+#include <string>
+#include <vector>
+
+#include "drop_rule.h"
+#include "fuzz_check.h"
+#include "trace_filter.h"
+
+using namespace hcasim::sim;
+
+namespace {
+
+const std::vector<std::string> kHosts = {"hcasim0", "hcasim1", "hcasim2"};
+
+void filter(const std::string& spec, bool named) {
+  TraceFilter f;
+  std::string err;
+  const bool ok = f.parse(spec, err, named ? kHosts : std::vector<std::string>{});
+  FUZZ_CHECK(ok == err.empty(), "parse returned %d with message '%s'", ok, err.c_str());
+  if (!ok) return;
+  for (uint32_t q : f.qpns) FUZZ_CHECK(q <= 0xffffff, "QPN 0x%x is not 24 bits", q);
+  if (named)
+    for (uint32_t h : f.hosts) FUZZ_CHECK(h < kHosts.size(), "host index %u of %zu", h, kHosts.size());
+}
+
+void drop(const std::string& spec) {
+  std::vector<DropRule> rules;
+  std::string err;
+  const bool ok = parse_drop_rules(spec, rules, err, kHosts);
+  FUZZ_CHECK(ok == err.empty(), "parse returned %d with message '%s'", ok, err.c_str());
+  if (!ok) return;
+  for (const DropRule& r : rules) {
+    FUZZ_CHECK(r.host < kHosts.size(), "host %u", r.host);
+    FUZZ_CHECK(r.psn == DropRule::kAny || r.psn <= 0xffffff, "PSN 0x%x", r.psn);
+    FUZZ_CHECK(r.qpn == DropRule::kAny || r.qpn <= 0xffffff, "QPN 0x%x", r.qpn);
+    FUZZ_CHECK(r.count >= 1 && r.count <= 1000000, "count %u", r.count);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string spec(reinterpret_cast<const char*>(data) + 1, size - 1);
+  switch (data[0] % 3) {
+    case 0: filter(spec, true); break;
+    case 1: filter(spec, false); break;
+    default: drop(spec); break;
+  }
+  return 0;
+}
