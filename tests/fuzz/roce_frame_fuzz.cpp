@@ -15,7 +15,8 @@ using namespace hcasim::wire;
 namespace {
 
 #define SAME(field) FUZZ_CHECK(a.field == b.field, "round trip changed " #field)
-#define SAME_BYTES(field) FUZZ_CHECK(std::memcmp(a.field, b.field, sizeof a.field) == 0, "round trip changed " #field)
+#define SAME_BYTES(field) \
+  FUZZ_CHECK(std::memcmp(a.field, b.field, sizeof a.field) == 0, "round trip changed " #field)
 
 void same_l2_l3(const Headers& a, const Headers& b) {
   SAME_BYTES(dst_mac);
@@ -86,7 +87,8 @@ void round_trip(const ParsedFrame& p) {
   same_bth(p.h, q.h);
   same_extensions(p.h, q.h);
   FUZZ_CHECK(q.payload_len == p.payload_len, "payload %zu bytes, was %zu", q.payload_len, p.payload_len);
-  FUZZ_CHECK(p.payload_len == 0 || std::memcmp(q.payload, p.payload, p.payload_len) == 0, "payload bytes changed");
+  FUZZ_CHECK(p.payload_len == 0 || std::memcmp(q.payload, p.payload, p.payload_len) == 0,
+             "payload bytes changed");
 }
 
 }  // namespace
@@ -98,8 +100,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)parse_frame(frame.data(), frame.size(), p, true);
   if (parse_frame(frame.data(), frame.size(), p, false) != ParseError::Ok) return 0;
   FUZZ_CHECK(p.frame_len <= size, "frame_len %zu beyond the %zu bytes given", p.frame_len, size);
-  FUZZ_CHECK(p.payload_len == 0 || (p.payload >= frame.data() && p.payload + p.payload_len <= frame.data() + size),
-             "payload outside the frame");
+  FUZZ_CHECK(
+      p.payload_len == 0 || (p.payload >= frame.data() && p.payload + p.payload_len <= frame.data() + size),
+      "payload outside the frame");
   FUZZ_CHECK(is_valid_opcode(p.h.opcode), "accepted an unknown opcode");
   round_trip(p);
   return 0;
