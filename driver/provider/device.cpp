@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -47,6 +49,28 @@ void build_devices() {
 int set_errno(int e) {
   errno = e;
   return e;
+}
+
+/**
+ * ibv_reg_mr's range checks, as the kernel's ib_umem_get makes them: a range whose end wraps
+ * past the top of the address space is EINVAL; one with a page this process has not mapped
+ * cannot be pinned: EFAULT. (Before, a wrapped length failed late with ENOMEM and a range past
+ * the end of a mapping registered pages that do not exist.)
+ */
+int check_mr_range(const void* addr, size_t length) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr), page = uintptr_t(getpagesize());
+  if (length == 0) return 0;
+  if (a + length < a || ((a + length + page - 1) & ~(page - 1)) < a + length) return EINVAL;
+  // mincore fails with ENOMEM where a page of the range is not mapped; in chunks, so the
+  // residency vector stays small however long the region.
+  constexpr size_t kChunkPages = 4096;
+  unsigned char resident[kChunkPages];
+  const uintptr_t end = a + length;
+  for (uintptr_t p = a & ~(page - 1); p < end; p += kChunkPages * page) {
+    const size_t n = size_t(std::min<uintptr_t>(kChunkPages * page, end - p));
+    if (mincore(reinterpret_cast<void*>(p), n, resident) != 0 && errno == ENOMEM) return EFAULT;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -259,11 +283,13 @@ ibv_mr* reg_mr(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned ac
   const unsigned known = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                          IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING;
   // ibv_reg_mr(3): remote write or atomic access requires local write.
-  if ((access & ~known) ||
-      ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-       !(access & IBV_ACCESS_LOCAL_WRITE)) ||
-      (!addr && length)) {
+  if ((access & ~known) || ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+                            !(access & IBV_ACCESS_LOCAL_WRITE))) {
     errno = EINVAL;
+    return nullptr;
+  }
+  if (int e = check_mr_range(addr, length)) {
+    errno = e;
     return nullptr;
   }
   SimPd* p = sim(pd);
