@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -33,7 +34,8 @@ std::string lib_dir_real() {
 }
 
 bool parse_uint(const char* s, unsigned long long lo, unsigned long long hi) {
-  if (!s || !*s) return false;
+  // strtoull takes "-1" (as ULLONG_MAX) and leading blanks: a number here starts with a digit.
+  if (!s || !std::isdigit(static_cast<unsigned char>(*s))) return false;
   char* end = nullptr;
   errno = 0;
   unsigned long long v = std::strtoull(s, &end, 0);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cinttypes>
 #include <csignal>
 #include <cstdlib>
@@ -24,7 +25,8 @@ bool env_u64(const char* name, uint64_t& out, uint64_t lo, uint64_t hi, std::str
   if (!v || !*v) return true;
   char* end = nullptr;
   unsigned long long x = std::strtoull(v, &end, 0);
-  if (*end || x < lo || x > hi) {
+  // strtoull takes "-1" (as ULLONG_MAX) and leading blanks: a number here starts with a digit.
+  if (!std::isdigit(static_cast<unsigned char>(*v)) || *end || x < lo || x > hi) {
     err = std::string(name) + "=" + v + ": expected a number from " + std::to_string(lo) + " to " +
           std::to_string(hi);
     return false;

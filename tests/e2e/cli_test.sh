@@ -13,6 +13,10 @@
 #   cli_test.sh explain     HCASIM THREE_OPS   errors are explained on stderr by default; --no-explain silences
 #   cli_test.sh drop        HCASIM THREE_OPS   --drop loses the named frame and RC recovers (NAK, go-back);
 #                                              step mode's drop next; bad rules refused before the program runs
+#   cli_test.sh options     HCASIM             every other bad `hcasim run` option, missing or conflicting
+#                                              ones: exit 2, a message naming the option, nothing run
+#   cli_test.sh env         HCASIM THREE_OPS   bad HCASIM_* variables: the world refuses them by name and
+#                                              the program sees no devices
 #
 # Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
 set -u
@@ -124,6 +128,78 @@ drop)
   run "$tmp/out" run --step-script "$tmp/cmds" --trace "$tmp/t" -- "$prog" || fail "step run failed: $(cat "$tmp/out")"
   grep -q "step: the next frame any host receives will be lost" "$tmp/out" || fail "drop next not acknowledged"
   grep -q "hcasim1  port      error       0x010011  frame lost (injected: psn=1000)" "$tmp/t" || fail "drop next lost nothing"
+  ;;
+
+options)
+  # refused MESSAGE ARGS...: `hcasim ARGS...` exits 2 with MESSAGE (a fixed string) as a line of
+  # its output, and the command after -- (which would leave a marker) never runs.
+  refused() {
+    local msg=$1; shift
+    rm -f "$tmp/ran"
+    run "$tmp/out" "$@"
+    rc=$?
+    [ $rc -eq 2 ] || fail "'$*' exited $rc, expected 2: $(cat "$tmp/out")"
+    grep -qxF -- "$msg" "$tmp/out" || fail "'$*': expected the line '$msg', got: $(cat "$tmp/out")"
+    [ ! -e "$tmp/ran" ] || fail "'$*': the program ran"
+    echo "ok: $*"
+  }
+  mark="touch $tmp/ran"
+  refused "hcasim: --hosts: expected a number from 1 to 64, got '0'" run --hosts 0 -- sh -c "$mark"
+  refused "hcasim: --hosts: expected a number from 1 to 64, got '65'" run --hosts 65 -- sh -c "$mark"
+  refused "hcasim: --hosts: expected a number from 1 to 64, got 'two'" run --hosts two -- sh -c "$mark"
+  refused "hcasim: --clock: expected auto, lockstep or realtime, got 'fast' (docs/architecture.md#time)" \
+    run --clock fast -- sh -c "$mark"
+  refused "hcasim: --seed: expected a number, got 'x'" run --seed x -- sh -c "$mark"
+  refused "hcasim: --seed: expected a number, got '-1'" run --seed -1 -- sh -c "$mark"
+  refused "hcasim: --idle-us: expected 0..10000000, got '-0'" run --idle-us -0 -- sh -c "$mark"
+  refused "hcasim: --idle-us: expected 0..10000000, got '10000001'" run --idle-us 10000001 -- sh -c "$mark"
+  refused "hcasim: --grace: expected seconds (0..86400), got 'soon'" run --grace soon -- sh -c "$mark"
+  refused "hcasim: --trace needs FILE or -" run --trace -- sh -c "$mark"
+  refused "hcasim: --pcap needs a FILE" run --pcap -- sh -c "$mark"
+  refused "hcasim: --stats=: expected a FILE or json" run --stats= -- sh -c "$mark"
+  refused "hcasim: run: unknown option '--trace-filer' (see hcasim help)" run --trace-filer kind=pkt -- sh -c "$mark"
+  refused "hcasim: run: no COMMAND given (hcasim run [options] -- COMMAND [ARGS...])" run --stats --
+  refused "hcasim: run: no COMMAND given (hcasim run [options] -- COMMAND [ARGS...])" run
+  refused "hcasim: run: empty command before ':::'" run -- ::: sh -c "$mark"
+  refused "hcasim: --clock realtime cannot be combined with step mode: a paused device would fall behind the wall clock (use --clock lockstep or auto)" \
+    run --step --clock realtime -- sh -c "$mark"
+  refused "hcasim: --step-script: cannot read $tmp/none: No such file or directory" \
+    run --step-script "$tmp/none" -- sh -c "$mark"
+  refused "hcasim: unknown command 'rnu' (hcasim run | fabric | profiles | version | help)" rnu -- sh -c "$mark"
+  # A program that does not exist: hcasim says so and exits 127, as a shell would.
+  run "$tmp/out" run -- "$tmp/no-such-program"
+  rc=$?
+  [ $rc -eq 127 ] || fail "a missing program exited $rc, expected 127: $(cat "$tmp/out")"
+  grep -qxF "hcasim: cannot run '$tmp/no-such-program': No such file or directory" "$tmp/out" ||
+    fail "a missing program is not named: $(cat "$tmp/out")"
+  ;;
+
+env)
+  prog=${3:?three_ops}
+  # bad_env MESSAGE VAR=VALUE: the world refuses the variable by name before any device exists;
+  # the program finds no devices and fails (three_ops exits 1).
+  bad_env() {
+    local msg=$1 assignment=$2
+    (export "${assignment?}" && run "$tmp/out" run -- "$prog")
+    rc=$?
+    [ $rc -ne 0 ] || fail "$assignment: three_ops passed: $(cat "$tmp/out")"
+    grep -qxF -- "$msg" "$tmp/out" || fail "$assignment: expected the line '$msg', got: $(cat "$tmp/out")"
+    ! grep -q "^all checks passed" "$tmp/out" || fail "$assignment: the program found devices"
+    echo "ok: $assignment"
+  }
+  bad_env "hcasim: HCASIM_HOSTS=0: expected a number from 1 to 64" HCASIM_HOSTS=0
+  bad_env "hcasim: HCASIM_HOSTS=x: expected a number from 1 to 64" HCASIM_HOSTS=x
+  bad_env "hcasim: HCASIM_CLOCK=fast: expected auto, lockstep or realtime" HCASIM_CLOCK=fast
+  bad_env "hcasim: HCASIM_PROFILE=roce-400g: unknown profile (known: roce-100g roce-25g teaching)" \
+    HCASIM_PROFILE=roce-400g
+  bad_env "hcasim: HCASIM_SEED=seven: expected a number from 0 to 18446744073709551615" HCASIM_SEED=seven
+  bad_env "hcasim: HCASIM_SEED=-1: expected a number from 0 to 18446744073709551615" HCASIM_SEED=-1
+  bad_env "hcasim: HCASIM_IDLE_US=-5: expected a number from 0 to 10000000" HCASIM_IDLE_US=-5
+  bad_env "hcasim: HCASIM_EXPLAIN=yes: expected a number from 0 to 1" HCASIM_EXPLAIN=yes
+  bad_env "hcasim: --trace-filter (HCASIM_TRACE_FILTER): no host 'hcasim5' in this run (hcasim0..hcasim1, or 0..1)" \
+    HCASIM_TRACE_FILTER=host=hcasim5
+  bad_env "hcasim: --drop (HCASIM_DROP): 'psn=3' names no host (host=NAME or host=INDEX: the host that loses the frame)" \
+    HCASIM_DROP=psn=3
   ;;
 
 three_ops)
