@@ -135,6 +135,53 @@ TEST(Connect, StaleStoreEntryNamesRankAndField) {
   EXPECT_THROW(ctx2.connectFullMesh(store), AddressError);  // wrong size
 }
 
+// The store holds no address for a peer (it never started), an entry cut short, or one
+// written by another version of the library: a TimeoutError naming the key, an AddressError
+// for field "length" naming the key, an AddressError for field "version" naming the rank.
+TEST(Connect, MissingTruncatedOrOtherVersionStoreEntries) {
+  DeviceAttr a;
+  a.mode = PollMode::BusyPoll;
+  ContextOptions quick;
+  quick.pair.timeout = 200ms;
+  HashStore store;
+  try {
+    Context(0, 2, Device::open(a), quick).connectFullMesh(store);
+    ADD_FAILURE() << "connected to a peer that never published its address";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'hcasim-verbs/addr/1' did not appear within 200 ms"),
+              std::string::npos)
+        << e.what();
+  }
+  store.set("hcasim-verbs/addr/1", std::vector<uint8_t>(2 * Address::kSize - 1, 0));  // truncated
+  try {
+    Context(0, 2, Device::open(a), quick).connectFullMesh(store);
+    ADD_FAILURE() << "connected to a truncated entry";
+  } catch (const AddressError& e) {
+    EXPECT_EQ(e.field(), "length");
+    EXPECT_NE(
+        std::string(e.what()).find("store key 'hcasim-verbs/addr/1' holds 71 bytes, expected 2 addresses"),
+        std::string::npos)
+        << e.what();
+  }
+  // Rank 1's entry as another library version would write it: a good address, version byte 2.
+  Pair peer(Device::open(a));
+  std::vector<uint8_t> entry(2 * Address::kSize, 0);
+  const auto good = peer.addressBytes();
+  std::copy(good.begin(), good.end(), entry.begin());
+  entry[2] = 2;
+  store.set("hcasim-verbs/addr/1", entry);
+  try {
+    Context(0, 2, Device::open(a), quick).connectFullMesh(store);
+    ADD_FAILURE() << "connected to an address of another version";
+  } catch (const AddressError& e) {
+    EXPECT_EQ(e.field(), "version");
+    EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("field 'version' invalid: 2, this library reads version 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Connect, OverTcpAndFileStores) {
   char tmpl[] = "/tmp/hcasim-verbs-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
