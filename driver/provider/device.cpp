@@ -52,14 +52,15 @@ int set_errno(int e) {
 }
 
 /**
- * ibv_reg_mr's range checks, as the kernel's ib_umem_get makes them: a range whose end wraps
- * past the top of the address space is EINVAL; one with a page this process has not mapped
- * cannot be pinned: EFAULT. (Before, a wrapped length failed late with ENOMEM and a range past
- * the end of a mapping registered pages that do not exist.)
+ * ibv_reg_mr's range checks, as the kernel's ib_umem_get makes them: a range of no pages or
+ * whose end wraps past the top of the address space is EINVAL; one with a page not mapped
+ * in this process cannot be pinned: EFAULT.
  */
 int check_mr_range(const void* addr, size_t length) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr), page = uintptr_t(getpagesize());
-  if (length == 0) return 0;
+  // Zero bytes at a page boundary span no page: ib_umem_get refuses a region of no pages. (At
+  // any other address they lie in one page, which it pins.)
+  if (length == 0) return (a & (page - 1)) == 0 ? EINVAL : 0;
   if (a + length < a || ((a + length + page - 1) & ~(page - 1)) < a + length) return EINVAL;
   // mincore fails with ENOMEM where a page of the range is not mapped; in chunks, so the
   // residency vector stays small however long the region.
