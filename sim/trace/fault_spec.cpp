@@ -68,8 +68,8 @@ bool delay_range(const std::string& v, FaultClause& c) {
 
 /** @brief The fault part of a clause ("loss=0.01"). */
 bool parse_fault(const std::string& text, FaultClause& c, std::string& err) {
-  static const FaultKind kinds[] = {FaultKind::Loss, FaultKind::Duplicate, FaultKind::Reorder, FaultKind::Corrupt,
-                                    FaultKind::Delay};
+  static const FaultKind kinds[] = {FaultKind::Loss, FaultKind::Duplicate, FaultKind::Reorder,
+                                    FaultKind::Corrupt, FaultKind::Delay};
   const auto eq = text.find('=');
   const std::string key = text.substr(0, eq), v = eq == std::string::npos ? "" : text.substr(eq + 1);
   for (FaultKind k : kinds) {
@@ -78,7 +78,8 @@ bool parse_fault(const std::string& text, FaultClause& c, std::string& err) {
     if (k == FaultKind::Delay) {
       c.probability = 1;
       if (delay_range(v, c)) return true;
-      err = "bad delay '" + v + "' (a time with its unit, ns, us or ms, up to 100ms: 5us, or a range 2us..50us)";
+      err = "bad delay '" + v +
+            "' (a time with its unit, ns, us or ms, up to 100ms: 5us, or a range 2us..50us)";
       return false;
     }
     if (probability(v, c.probability)) return true;
@@ -104,15 +105,17 @@ bool parse_op(const std::string& v, FaultOp& op) {
 }
 
 /** @brief One scope qualifier ("host=1", "dir=tx") into @p c. */
-bool parse_scope(const std::string& text, FaultClause& c, std::string& err, const std::vector<std::string>& names) {
+bool parse_scope(const std::string& text, FaultClause& c, std::string& err,
+                 const std::vector<std::string>& names) {
   const auto eq = text.find('=');
   const std::string key = text.substr(0, eq), v = eq == std::string::npos ? "" : text.substr(eq + 1);
   bool ok = eq != std::string::npos;
   std::string valid;
   if (key == "host") {
     ok = ok && parse_rule_host(v, names, c.host);
-    valid = names.empty() ? "a host index"
-                          : names.front() + ".." + names.back() + ", or 0.." + std::to_string(names.size() - 1);
+    valid = names.empty()
+                ? "a host index"
+                : names.front() + ".." + names.back() + ", or 0.." + std::to_string(names.size() - 1);
   } else if (key == "dir") {
     ok = ok && (v == "tx" || v == "rx");
     if (ok) c.dir = v == "tx" ? FaultDir::Tx : FaultDir::Rx;
@@ -137,7 +140,8 @@ bool is_scope(const std::string& item) {
 }
 
 /** @brief One clause "FAULT{@SCOPE}" into @p c; @p err without the clause's name. */
-bool parse_clause(const std::string& text, FaultClause& c, std::string& err, const std::vector<std::string>& names) {
+bool parse_clause(const std::string& text, FaultClause& c, std::string& err,
+                  const std::vector<std::string>& names) {
   const std::vector<std::string> parts = split(text, '@');
   if (!parse_fault(parts[0], c, err)) return false;
   for (size_t i = 1; i < parts.size(); ++i)

@@ -181,7 +181,8 @@ TEST_F(RnrAndRetry, ReadAnsweredBeforeAnEarlierLostReadResponseCompletesAfterThe
   e2e::fill_pattern(b_.buf, 3072, 17);
   ASSERT_EQ(drop_rx_hook()(Dev(a_), a_.qp->qp_num, a_.sq_psn, 1), 0);  // the first READ's first response
   ASSERT_EQ(
-      PostSend(a_, 11, IBV_WR_RDMA_READ, {a_.sge(0, 2048)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+      PostSend(a_, 11, IBV_WR_RDMA_READ, {a_.sge(0, 2048)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+      0);
   ASSERT_EQ(PostSend(a_, 12, IBV_WR_RDMA_READ, {a_.sge(2048, 1024)}, IBV_SEND_SIGNALED, 0, b_.addr(2048),
                      b_.mr->rkey),
             0);

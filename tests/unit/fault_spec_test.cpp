@@ -79,7 +79,8 @@ TEST(FaultSpec, AScopeAfterACommaContinuesTheScopedClause) {
 }
 
 TEST(FaultSpec, EveryOpFamily) {
-  const FaultSpec s = parse_ok("loss=0@op=send,loss=0@op=write,loss=0@op=read,loss=0@op=atomic,loss=0@op=ack");
+  const FaultSpec s =
+      parse_ok("loss=0@op=send,loss=0@op=write,loss=0@op=read,loss=0@op=atomic,loss=0@op=ack");
   const FaultOp want[] = {FaultOp::Send, FaultOp::Write, FaultOp::Read, FaultOp::Atomic, FaultOp::Ack};
   ASSERT_EQ(s.clauses.size(), 5u);
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(s.clauses[i].op, want[i]);
