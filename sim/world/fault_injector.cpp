@@ -46,7 +46,8 @@ FaultyWire::FaultyWire(const FaultSpec& spec, uint32_t host, model::Hca& hca, mo
       hold_timer_("fault.hold", [this](uint64_t& gen) {
         if (held_ && gen == held_gen_) release_held(model::now_ps());
       }) {
-  for (const FaultClause& c : spec_.clauses) needs_headers_ |= c.qpn != FaultClause::kAny || c.op != FaultOp::Any;
+  for (const FaultClause& c : spec_.clauses)
+    needs_headers_ |= c.qpn != FaultClause::kAny || c.op != FaultOp::Any;
 }
 
 bool FaultyWire::in_scope(const FaultClause& c, uint32_t to, const wire::ParsedFrame* f) const {
@@ -92,8 +93,8 @@ void FaultyWire::corrupt(model::Packet& p) {
   const size_t at = p.len > first ? size_t(dice_.between(first, p.len - 1)) : p.len - 1;
   const uint8_t mask = uint8_t(1 + dice_.next() % 255);
   char what[96];
-  snprintf(what, sizeof what, "corrupted (byte %zu of %u flipped by 0x%02x: the ICRC will not match)", at, p.len,
-           unsigned(mask));
+  snprintf(what, sizeof what, "corrupted (byte %zu of %u flipped by 0x%02x: the ICRC will not match)", at,
+           p.len, unsigned(mask));
   note(p, what);  // the frame as it was sent
   p.data[at] ^= mask;
   p.pristine = false;  // the receiver re-verifies the ICRC (packet.h)
@@ -110,10 +111,11 @@ void FaultyWire::note(const model::Packet& p, const char* what, uint64_t extra_p
   char desc[256];
   model::describe_frame(p, desc, sizeof desc);
   if (extra_ps)
-    t.emit(model::TraceUnit::Wire, model::TraceKind::Fault, model::kTraceNone, fields, "fault: %s by %.3f us: %s",
-           what, double(extra_ps) / 1e6, desc);
+    t.emit(model::TraceUnit::Wire, model::TraceKind::Fault, model::kTraceNone, fields,
+           "fault: %s by %.3f us: %s", what, double(extra_ps) / 1e6, desc);
   else
-    t.emit(model::TraceUnit::Wire, model::TraceKind::Fault, model::kTraceNone, fields, "fault: %s: %s", what, desc);
+    t.emit(model::TraceUnit::Wire, model::TraceKind::Fault, model::kTraceNone, fields, "fault: %s: %s", what,
+           desc);
 }
 
 void FaultyWire::release_held(uint64_t tx_end_ps) {

@@ -53,8 +53,8 @@ class Faults : public VerbsFixture {
   /** Total of counter @p name over both hosts. */
   uint64_t Both(const char* name) { return sim_counter(Dev(a_), name) + sim_counter(Dev(b_), name); }
 
-  static int PostAtomic(Host& h, uint64_t wr_id, ibv_wr_opcode op, size_t local_off, uint64_t raddr, uint32_t rkey,
-                        uint64_t compare_add, uint64_t swap) {
+  static int PostAtomic(Host& h, uint64_t wr_id, ibv_wr_opcode op, size_t local_off, uint64_t raddr,
+                        uint32_t rkey, uint64_t compare_add, uint64_t swap) {
     ibv_sge sge = h.sge(local_off, 8);
     ibv_send_wr wr{};
     wr.wr_id = wr_id;
@@ -132,9 +132,10 @@ TEST_F(Faults, RcDeliversEverythingExactlyOnceInOrder) {
                          IBV_SEND_SIGNALED, 0, y.addr(slot(q, r, 2)), y.mr->rkey),
                 0);
       const size_t f = fetched + (size_t(q) * kRounds + r) * 16;
-      ASSERT_EQ(PostAtomic(x, wr_id(q, r, 3), IBV_WR_ATOMIC_FETCH_AND_ADD, f, y.addr(64 * q), y.mr->rkey, 1, 0), 0);
-      ASSERT_EQ(PostAtomic(x, wr_id(q, r, 4), IBV_WR_ATOMIC_CMP_AND_SWP, f + 8, y.addr(64 * q + 8), y.mr->rkey,
-                           uint64_t(r), uint64_t(r + 1)),
+      ASSERT_EQ(
+          PostAtomic(x, wr_id(q, r, 3), IBV_WR_ATOMIC_FETCH_AND_ADD, f, y.addr(64 * q), y.mr->rkey, 1, 0), 0);
+      ASSERT_EQ(PostAtomic(x, wr_id(q, r, 4), IBV_WR_ATOMIC_CMP_AND_SWP, f + 8, y.addr(64 * q + 8),
+                           y.mr->rkey, uint64_t(r), uint64_t(r + 1)),
                 0);
     }
     std::vector<ibv_wc> sent, got;
@@ -180,12 +181,13 @@ TEST_F(Faults, RcDeliversEverythingExactlyOnceInOrder) {
   for (const char* c : {"injected_losses", "injected_duplicates", "injected_reorders", "injected_corruptions",
                         "icrc_errors", "retransmits", "duplicates"})
     EXPECT_GT(Both(c), 0u) << c;
-  std::printf("%d messages; lost %llu, duplicated %llu, reordered %llu, corrupted %llu frames; "
-              "%llu retransmits, %llu duplicate requests, %llu NAKs\n",
-              kQps * kRounds * kOps, (unsigned long long)Both("injected_losses"),
-              (unsigned long long)Both("injected_duplicates"), (unsigned long long)Both("injected_reorders"),
-              (unsigned long long)Both("injected_corruptions"), (unsigned long long)Both("retransmits"),
-              (unsigned long long)Both("duplicates"), (unsigned long long)Both("naks"));
+  std::printf(
+      "%d messages; lost %llu, duplicated %llu, reordered %llu, corrupted %llu frames; "
+      "%llu retransmits, %llu duplicate requests, %llu NAKs\n",
+      kQps * kRounds * kOps, (unsigned long long)Both("injected_losses"),
+      (unsigned long long)Both("injected_duplicates"), (unsigned long long)Both("injected_reorders"),
+      (unsigned long long)Both("injected_corruptions"), (unsigned long long)Both("retransmits"),
+      (unsigned long long)Both("duplicates"), (unsigned long long)Both("naks"));
 }
 
 // UC under the same faults: a message with a lost, corrupted or out-of-order packet is dropped
@@ -209,8 +211,8 @@ TEST_F(Faults, UcLosesWholeMessagesNeverPartOfOne) {
   }
   std::vector<ibv_wc> sent;
   for (int m = 0; m < kMsgs; ++m) {
-    ASSERT_EQ(PostSend(a_, uint64_t(m), IBV_WR_SEND_WITH_IMM, {a_.sge(size_t(m) * kSlot, kLen)}, IBV_SEND_SIGNALED,
-                       uint32_t(m)),
+    ASSERT_EQ(PostSend(a_, uint64_t(m), IBV_WR_SEND_WITH_IMM, {a_.sge(size_t(m) * kSlot, kLen)},
+                       IBV_SEND_SIGNALED, uint32_t(m)),
               0);
     if (m % 32 == 31) {
       ASSERT_TRUE(PollCq(a_.scq, 32, sent));
