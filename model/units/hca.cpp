@@ -128,6 +128,7 @@ void Hca::on_rx(PacketPtr pkt) {
   const wire::ParseError e = wire::parse_frame(pkt->data, pkt->len, f, !pkt->pristine);
   if (e != wire::ParseError::Ok) {
     ++rx_dropped_;
+    if (e == wire::ParseError::BadIcrc) ++icrc_errors_;
     HCASIM_TRACE(tracer_, Port, Error, kTraceNone, TraceFields().set_count(pkt->len).set_flag(kTfError),
                  "frame dropped: %s", wire::parse_error_name(e));
     return;
@@ -203,6 +204,12 @@ HcaStats Hca::stats() const {
   s.hazards = hazards_;
   s.unreliable_drops = resp_.unreliable_drops();
   s.qkey_violations = resp_.qkey_violations();
+  s.icrc_errors = icrc_errors_;
+  s.injected_losses = injected_.losses;
+  s.injected_duplicates = injected_.duplicates;
+  s.injected_reorders = injected_.reorders;
+  s.injected_corruptions = injected_.corruptions;
+  s.injected_delays = injected_.delays;
   return s;
 }
 

@@ -28,6 +28,16 @@ struct HcaStats {
   uint64_t hazards;
   /** UC/UD packets the responder dropped (unreliable: never NAKed), and UD Q_Key mismatches. */
   uint64_t unreliable_drops, qkey_violations;
+  /** Received frames whose ICRC did not match their bytes (corrupted on the wire); also in rx_dropped. */
+  uint64_t icrc_errors;
+  /** Frames this host transmitted that fault injection (--faults) lost, sent twice, held back behind
+   *  the next frame, corrupted (one byte flipped) or delayed. */
+  uint64_t injected_losses, injected_duplicates, injected_reorders, injected_corruptions, injected_delays;
+};
+
+/** @brief What fault injection (--faults) did to the frames one host transmitted (HcaStats). */
+struct InjectedFaults {
+  uint64_t losses = 0, duplicates = 0, reorders = 0, corruptions = 0, delays = 0;
 };
 
 /** @brief An RDMA WRITE in flight towards some memory key (for a deregistration hazard report). */
@@ -102,6 +112,8 @@ class Hca {
   void set_realtime_clock(bool on) { realtime_clock_ = on; }
   /** @brief Test hook: drop the next @p n received frames for which @p pred is true. */
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
+  /** @brief The faults injected on this host's transmitted frames (the world's injector counts them). */
+  InjectedFaults& injected_faults() { return injected_; }
 
  private:
   /** @brief A received frame waiting for its QP context (kept alive with its packet). */
@@ -141,6 +153,8 @@ class Hca {
   std::function<bool(const wire::ParsedFrame&)> drop_pred_;
   uint32_t drop_left_ = 0;
   uint64_t rx_dropped_ = 0;
+  uint64_t icrc_errors_ = 0;
+  InjectedFaults injected_;
   // Received frames go through one in-order pipeline: each waits for its QPC lookup (a cache
   // miss is an ICM read), and none overtakes the one before it.
   TimedQueue<RxWork> rx_stage_;

@@ -611,7 +611,11 @@ void Requester::on_read_response(QpContext& qp, const wire::ParsedFrame& f) {
     if (m.w.op != hw::WqeOpcode::RdmaRead) continue;
     const int32_t d = wire::psn_diff(psn, m.first_psn);
     if (d < 0 || d >= int32_t(m.npkts)) continue;
-    if (m.responded) return;  // duplicate of a finished READ
+    // A duplicate of a READ already answered: it was answered ahead of an earlier READ or atomic
+    // whose response was lost, and the go-back-N that recovered that one resent this one too.
+    // The replay acknowledges it again, so it can complete now (dropping it left it incomplete
+    // until the retries ran out).
+    if (m.responded) return complete_through(qp, last_psn(m));
     const uint32_t mtu = mtu_of(qp);
     const uint32_t expect = wire::psn_add(m.first_psn, m.read_bytes / mtu);
     if (psn != expect) return;  // duplicate or out of order: go-back-N will resend
@@ -636,7 +640,7 @@ void Requester::on_atomic_ack(QpContext& qp, const wire::Headers& h) {
   for (size_t i = 0; i < qp.inflight.size() && i < qp.tx_msg; ++i) {
     InflightMsg& m = qp.inflight[i];
     if (!is_atomic(m.w.op) || m.first_psn != psn) continue;
-    if (m.responded) return;  // duplicate
+    if (m.responded) return complete_through(qp, psn);  // a replay: as for a READ's (above)
     complete_through(qp, wire::psn_add(psn, -1));
     // The original remote value lands in the local buffer in host order (as rxe does).
     const uint64_t orig = h.atomic_ack_eth.orig_data;

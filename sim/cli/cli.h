@@ -39,6 +39,7 @@ struct SimOptions {
   uint32_t hosts = 0;  ///< --hosts (0: not given)
   std::string clock;   ///< --clock (empty: not given)
   std::string drops;   ///< every --drop rule, '|'-separated (HCASIM_DROP)
+  std::string faults;  ///< every --faults SPEC, ','-joined (HCASIM_FAULTS)
 };
 
 /**

@@ -145,6 +145,16 @@ int parse_sim_option(int argc, char** argv, int& i, SimOptions& o) {
     env.erase(std::remove_if(env.begin(), env.end(), [](const auto& e) { return e.first == "HCASIM_DROP"; }),
               env.end());
     env.emplace_back("HCASIM_DROP", o.drops);
+  } else if (a == "--faults") {
+    const char* v = value();  // checked with the run's host names, before anything starts (run.cpp)
+    if (!v || !*v)
+      return err("--faults needs a SPEC such as 'loss=0.01,duplicate=0.001' (docs/fabric.md#faults)");
+    o.faults += (o.faults.empty() ? "" : ",") + std::string(v);  // repeated: the clauses add up
+    auto& env = o.env;
+    env.erase(
+        std::remove_if(env.begin(), env.end(), [](const auto& e) { return e.first == "HCASIM_FAULTS"; }),
+        env.end());
+    env.emplace_back("HCASIM_FAULTS", o.faults);
   } else if (a == "--idle-us") {
     const char* v = value();
     if (!parse_uint(v, 0, 10000000)) return err("--idle-us: expected 0..10000000, got '%s'", v ? v : "");

@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "drop_rule.h"
+#include "fault_spec.h"
 #include "trace_filter.h"
 
 namespace hcasim::cli {
@@ -114,7 +115,7 @@ std::vector<std::string> run_hca_names(const RunRequest& r) {
   return names;
 }
 
-/** @brief --trace-filter and --step-filter, checked before anything starts. */
+/** @brief --trace-filter, --step-filter, --drop and --faults, checked before anything starts. */
 int check_filters(const RunRequest& r) {
   const std::vector<std::string> names = run_hca_names(r);
   for (const auto& [var, value] : r.so.env) {
@@ -127,6 +128,7 @@ int check_filters(const RunRequest& r) {
   std::vector<sim::DropRule> rules;
   std::string err;
   if (!sim::parse_drop_rules(r.so.drops, rules, err, names)) return fail("--drop: %s", err.c_str());
+  if (!sim::FaultSpec().parse(r.so.faults, err, names)) return fail("--faults: %s", err.c_str());
   return kGoOn;
 }
 

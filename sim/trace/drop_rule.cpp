@@ -6,9 +6,8 @@
 #include <sstream>
 
 namespace hcasim::sim {
-namespace {
 
-bool number(const std::string& s, uint64_t max, uint32_t& out) {
+bool parse_rule_number(const std::string& s, uint64_t max, uint32_t& out) {
   if (s.empty() || s[0] == '-' || s[0] == '+') return false;
   errno = 0;
   char* end = nullptr;
@@ -18,13 +17,11 @@ bool number(const std::string& s, uint64_t max, uint32_t& out) {
   return true;
 }
 
-bool host_value(const std::string& v, const std::vector<std::string>& names, uint32_t& out) {
+bool parse_rule_host(const std::string& v, const std::vector<std::string>& names, uint32_t& out) {
   for (uint32_t i = 0; i < names.size(); ++i)
     if (v == names[i]) return out = i, true;
-  return number(v, names.empty() ? 0xffffffffu : names.size() - 1, out);
+  return parse_rule_number(v, names.empty() ? 0xffffffffu : names.size() - 1, out);
 }
-
-}  // namespace
 
 bool DropRule::parse(const std::string& spec, std::string& err, const std::vector<std::string>& host_names) {
   std::stringstream ss(spec);
@@ -36,13 +33,13 @@ bool DropRule::parse(const std::string& spec, std::string& err, const std::vecto
     const std::string key = clause.substr(0, eq), v = eq == std::string::npos ? "" : clause.substr(eq + 1);
     bool ok = eq != std::string::npos;
     if (key == "host")
-      ok = ok && host_value(v, host_names, host), have_host = true;
+      ok = ok && parse_rule_host(v, host_names, host), have_host = true;
     else if (key == "psn")
-      ok = ok && number(v, 0xffffff, psn);
+      ok = ok && parse_rule_number(v, 0xffffff, psn);
     else if (key == "qpn")
-      ok = ok && number(v, 0xffffff, qpn);
+      ok = ok && parse_rule_number(v, 0xffffff, qpn);
     else if (key == "count")
-      ok = ok && number(v, 1000000, count) && count > 0;
+      ok = ok && parse_rule_number(v, 1000000, count) && count > 0;
     else {
       err = "unknown field '" + key + "' in '" + spec + "' (host, psn, qpn, count)";
       return false;

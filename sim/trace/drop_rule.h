@@ -30,6 +30,12 @@ struct DropRule {
   bool parse(const std::string& spec, std::string& err, const std::vector<std::string>& host_names = {});
 };
 
+/** @brief A whole number (decimal or 0x hex, no sign) up to @p max into @p out. */
+bool parse_rule_number(const std::string& s, uint64_t max, uint32_t& out);
+
+/** @brief A host: a name of @p names or an index below its size (any number if @p names is empty). */
+bool parse_rule_host(const std::string& v, const std::vector<std::string>& names, uint32_t& out);
+
 /**
  * @brief Parse a list of rules separated by '|' (what HCASIM_DROP holds: one per --drop).
  * False with @p err naming the bad rule.

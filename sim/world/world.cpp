@@ -92,6 +92,11 @@ bool WorldConfig::from_env(WorldConfig& c, std::string& err) {
     err = "--drop (HCASIM_DROP): " + ferr;
     return false;
   }
+  c.faults = env_str("HCASIM_FAULTS");
+  if (!FaultSpec().parse(c.faults, ferr, names)) {
+    err = "--faults (HCASIM_FAULTS): " + ferr;
+    return false;
+  }
   if (!TraceFilter().parse(c.step_filter, ferr, names)) {
     err = "--step-filter (HCASIM_STEP_FILTER): " + ferr;
     return false;
@@ -256,16 +261,7 @@ World::World(const WorldConfig& cfg)
   }
   if (step_io.in) open_step(step_io, names);
   net_tracer_.attach(sink, 0);
-  // Two hosts: a cable; more: a switch.
-  if (cfg.hosts == 2) {
-    cables_.push_back(std::make_unique<CableEnd>(&hcas_[1]->port(), prof_->propagation_ps, net_tracer_));
-    cables_.push_back(std::make_unique<CableEnd>(&hcas_[0]->port(), prof_->propagation_ps, net_tracer_));
-    hcas_[0]->port().attach_wire(cables_[0].get());
-    hcas_[1]->port().attach_wire(cables_[1].get());
-  } else if (cfg.hosts > 2) {
-    switch_ = std::make_unique<Switch>(*prof_, net_tracer_);
-    for (auto& h : hcas_) h->port().attach_wire(switch_->attach(h->port()));
-  }
+  wire_up();
   // Neighbour table: every host's GIDs resolve to its MAC.
   for (auto& h : hcas_) {
     h->set_resolver([this](const uint8_t gid[16], uint8_t mac[6]) {
@@ -295,10 +291,39 @@ World::World(const WorldConfig& cfg)
   if (cfg.device_thread) e.start_idle_advancer(cfg.idle_us);
 }
 
+void World::wire_up() {
+  std::vector<model::WireSide*> wires;  // what each host's port transmits into
+  if (cfg_.hosts == 2) {
+    cables_.push_back(std::make_unique<CableEnd>(&hcas_[1]->port(), prof_->propagation_ps, net_tracer_));
+    cables_.push_back(std::make_unique<CableEnd>(&hcas_[0]->port(), prof_->propagation_ps, net_tracer_));
+    wires = {cables_[0].get(), cables_[1].get()};
+  } else if (cfg_.hosts > 2) {
+    switch_ = std::make_unique<Switch>(*prof_, net_tracer_);
+    for (auto& h : hcas_) wires.push_back(switch_->attach(h->port()));
+  }
+  std::vector<std::string> names;
+  for (auto& h : hcas_) names.push_back(h->identity().name);
+  std::string err;
+  faults_.parse(cfg_.faults, err, names);  // checked by from_env
+  auto host_of = [this](const uint8_t* mac) {
+    for (uint32_t i = 0; i < hcas_.size(); ++i)
+      if (std::memcmp(hcas_[i]->identity().mac, mac, 6) == 0) return i;
+    return FaultClause::kAny;
+  };
+  for (uint32_t i = 0; i < wires.size(); ++i) {
+    model::WireSide* w = wires[i];
+    if (!faults_.empty()) {
+      faulty_.push_back(std::make_unique<FaultyWire>(faults_, i, *hcas_[i], w, host_of, cfg_.seed));
+      w = faulty_.back().get();
+    }
+    hcas_[i]->port().attach_wire(w);
+  }
+}
+
 std::string World::trace_preamble() const {
   return std::string("# hcasim trace: clock ") + clock_mode_name(cfg_.clock) + " (" +
          clock_mode_summary(cfg_.clock) + "); profile " + cfg_.profile + "; seed " +
-         std::to_string(cfg_.seed) + "\n";
+         std::to_string(cfg_.seed) + (cfg_.faults.empty() ? "" : "; faults " + cfg_.faults) + "\n";
 }
 
 void World::open_sinks(const std::vector<std::string>& names) {
@@ -466,7 +491,8 @@ std::vector<drv::HcaLink*> World::links() {
   X(dma_read_bytes) X(dma_write_bytes) X(tx_packets) X(rx_packets) X(tx_bytes) X(rx_bytes)           \
   X(acks_sent) X(acks_received) X(naks) X(rnr_naks) X(duplicates) X(retransmits) X(cqes)             \
   X(cq_events) X(cq_overflows) X(eqes) X(interrupts) X(rx_dropped) X(iotlb_hits) X(iotlb_misses)     \
-  X(hazards) X(unreliable_drops) X(qkey_violations)
+  X(hazards) X(unreliable_drops) X(qkey_violations) X(icrc_errors) X(injected_losses)            \
+  X(injected_duplicates) X(injected_reorders) X(injected_corruptions) X(injected_delays)
 // clang-format on
 
 bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v) {

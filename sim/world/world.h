@@ -12,7 +12,8 @@
  *   (every frame on every wire), HCASIM_STEP=1 (step mode), HCASIM_STEP_FILTER=spec (events
  *   that pause), HCASIM_STEP_SCRIPT=file (step commands; default /dev/tty), HCASIM_STEP_FD=n
  *   (step commands from an inherited descriptor), HCASIM_IDLE_US (2000), HCASIM_SEED=N (1),
- *   HCASIM_PACE=0 (cross idle gaps at full speed instead of wall-clock pace; engine.h).
+ *   HCASIM_PACE=0 (cross idle gaps at full speed instead of wall-clock pace; engine.h),
+ *   HCASIM_DROP=rules (drop_rule.h), HCASIM_FAULTS=spec (random faults on the wire; fault_spec.h).
  *
  * With HCASIM_FABRIC=socket the process builds no world: it joins that cross-process fabric
  * as one host (HCASIM_HOST=i picks the slot; the drop-in library decides, sim/dropin), and the
@@ -31,6 +32,7 @@
 #include <vector>
 #include "clock.h"
 #include "explain.h"
+#include "fault_injector.h"
 #include "frame_loss.h"
 
 #include "cable_switch.h"
@@ -59,6 +61,7 @@ struct WorldConfig {
   std::string step_script;  ///< step commands from this file ("" = /dev/tty)
   int step_fd = -1;         ///< step commands from this descriptor (wins over step_script)
   std::string drop;         ///< --drop rules, '|'-separated (drop_rule.h)
+  std::string faults;       ///< --faults SPEC (fault_spec.h)
   bool explain = true;      ///< plain-words lines on stderr for errors (explain.h); HCASIM_EXPLAIN=0 silences
   uint32_t idle_us = 2000;
   uint64_t seed = 1;
@@ -125,6 +128,8 @@ class World {
   std::string trace_preamble() const;
   StepIo open_step_input() const;
   void open_step(const StepIo& io, const std::vector<std::string>& names);
+  /** @brief Connect the hosts' ports: a cable for two, a switch for more; --faults in between. */
+  void wire_up();
 
   WorldConfig cfg_;
   const model::TimingProfile* prof_;
@@ -144,6 +149,8 @@ class World {
   std::vector<std::unique_ptr<model::Hca>> hcas_;
   std::vector<std::unique_ptr<CableEnd>> cables_;
   std::unique_ptr<Switch> switch_;
+  FaultSpec faults_;                                 ///< --faults (empty: a perfect wire)
+  std::vector<std::unique_ptr<FaultyWire>> faulty_;  ///< one per host port when faults_ has clauses
   std::vector<std::unique_ptr<SimLink>> links_;
 };
 

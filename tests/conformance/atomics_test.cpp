@@ -102,5 +102,30 @@ TEST_F(Atomics, ManyOutstandingReadsAndAtomicsCompleteInOrder) {
   EXPECT_EQ(remote_word(256), 6u);
 }
 
+// A READ's first response is lost and the ATOMIC ACK behind it arrives first: the requester
+// keeps the atomic's result but cannot complete it before the READ (completions are in order).
+// After the local ACK timeout both go again; the responder answers the READ again and replays
+// the atomic's saved result without executing it again (IBTA 9.7.5.2.3), and that replayed
+// ATOMIC ACK completes the atomic. The requester used to drop the replay as a duplicate of a
+// response it already had, so the atomic never completed and the QP failed with
+// IBV_WC_RETRY_EXC_ERR (found by --faults).
+TEST_F(Atomics, AtomicAnsweredBeforeALostReadResponseCompletesAfterTheReplay) {
+  REQUIRE_SIM_FAULT_HOOKS();
+  e2e::fill_pattern(b_.buf + 4096, 2048, 21);
+  remote_word(512) = 5;
+  ASSERT_EQ(drop_rx_hook()(Dev(a_), a_.qp->qp_num, a_.sq_psn, 1), 0);  // READ_RESPONSE_FIRST
+  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_READ, {a_.sge(4096, 2048)}, IBV_SEND_SIGNALED, 0, b_.addr(4096),
+                     b_.mr->rkey),
+            0);
+  ASSERT_EQ(PostAtomic(a_, 2, IBV_WR_ATOMIC_FETCH_AND_ADD, 0, b_.addr(512), b_.mr->rkey, 3, 0), 0);
+  std::vector<ibv_wc> wcs;
+  ASSERT_TRUE(PollCq(a_.scq, 2, wcs, 30));
+  EXPECT_TRUE(e2e::wc_is(wcs[0], WcExpect{1, IBV_WC_RDMA_READ, a_.qp->qp_num, 2048}));
+  EXPECT_TRUE(e2e::wc_is(wcs[1], WcExpect{2, IBV_WC_FETCH_ADD, a_.qp->qp_num, 8}));
+  EXPECT_TRUE(e2e::same_bytes(a_.buf + 4096, b_.buf + 4096, 2048));
+  EXPECT_EQ(local_word(0), 5u);
+  EXPECT_EQ(remote_word(512), 8u) << "the FETCH_ADD was executed more or less than once";
+}
+
 }  // namespace
 }  // namespace conformance

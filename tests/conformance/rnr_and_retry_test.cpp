@@ -171,5 +171,27 @@ TEST_F(RnrAndRetry, LostReadResponseIsRecoveredByReplay) {
   EXPECT_GE(e2e::sim_counter(Dev(b_), "duplicates"), 1u);
 }
 
+// Two READs; the first one's first response is lost, so the second READ's response arrives
+// while the first is unfinished. After the local ACK timeout both are requested again; the
+// replayed responses of the second READ complete it. (The requester used to drop them as
+// duplicates of a READ it already had, so the second READ never completed: IBV_WC_RETRY_EXC_ERR.)
+TEST_F(RnrAndRetry, ReadAnsweredBeforeAnEarlierLostReadResponseCompletesAfterTheReplay) {
+  REQUIRE_SIM_FAULT_HOOKS();
+  ASSERT_NO_FATAL_FAILURE(Make(7));
+  e2e::fill_pattern(b_.buf, 3072, 17);
+  ASSERT_EQ(drop_rx_hook()(Dev(a_), a_.qp->qp_num, a_.sq_psn, 1), 0);  // the first READ's first response
+  ASSERT_EQ(
+      PostSend(a_, 11, IBV_WR_RDMA_READ, {a_.sge(0, 2048)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+      0);
+  ASSERT_EQ(PostSend(a_, 12, IBV_WR_RDMA_READ, {a_.sge(2048, 1024)}, IBV_SEND_SIGNALED, 0, b_.addr(2048),
+                     b_.mr->rkey),
+            0);
+  std::vector<ibv_wc> wcs;
+  ASSERT_TRUE(PollCq(a_.scq, 2, wcs, 30));
+  EXPECT_TRUE(e2e::wc_is(wcs[0], WcExpect{11, IBV_WC_RDMA_READ, a_.qp->qp_num, 2048}));
+  EXPECT_TRUE(e2e::wc_is(wcs[1], WcExpect{12, IBV_WC_RDMA_READ, a_.qp->qp_num, 1024}));
+  EXPECT_TRUE(e2e::same_bytes(a_.buf, b_.buf, 3072));
+}
+
 }  // namespace
 }  // namespace conformance

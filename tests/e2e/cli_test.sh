@@ -17,6 +17,9 @@
 #                                              ones: exit 2, a message naming the option, nothing run
 #   cli_test.sh env         HCASIM THREE_OPS   bad HCASIM_* variables: the world refuses them by name and
 #                                              the program sees no devices
+#   cli_test.sh faults      HCASIM THREE_OPS   --faults: bad specs refused before the program runs; the same
+#                                              seed gives byte-identical traces, another seed other faults;
+#                                              faults in the trace (kind fault) and in --stats
 #
 # Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
 set -u
@@ -200,6 +203,45 @@ env)
     HCASIM_TRACE_FILTER=host=hcasim5
   bad_env "hcasim: --drop (HCASIM_DROP): 'psn=3' names no host (host=NAME or host=INDEX: the host that loses the frame)" \
     HCASIM_DROP=psn=3
+  ;;
+
+faults)
+  prog=${3:?three_ops}
+  for spec in 'loss' 'loss=2' 'drop=0.1' 'delay=5' 'loss=0.1@host=7' 'loss=0.1@dir=tx' 'loss=0.1,,reorder=0.1' \
+              'corrupt=0.1@op=cas'; do
+    run "$tmp/out" run --faults "$spec" -- sh -c "touch $tmp/ran"
+    rc=$?
+    [ $rc -eq 2 ] || fail "--faults '$spec' exited $rc, expected 2: $(cat "$tmp/out")"
+    grep -q "^hcasim: --faults: clause '" "$tmp/out" || grep -q "^hcasim: --faults: empty clause" "$tmp/out" ||
+      fail "'$spec': message does not name the option and clause: $(cat "$tmp/out")"
+    [ ! -e "$tmp/ran" ] || fail "'$spec': the program ran despite the bad spec"
+  done
+  run "$tmp/out" run --faults 'loss=0.1@host=7' -- true
+  grep -q "bad host '7' (hcasim0..hcasim1, or 0..1)" "$tmp/out" || fail "a bad host does not list the run's hosts"
+  # The library checks HCASIM_FAULTS itself when the program is started without hcasim run.
+  HCASIM_FAULTS='loss=x' run "$tmp/out" run -- "$prog"
+  grep -q "hcasim: --faults (HCASIM_FAULTS): clause 'loss=x': bad probability" "$tmp/out" ||
+    fail "a bad HCASIM_FAULTS is not named: $(cat "$tmp/out")"
+  spec='loss=0.1,duplicate=0.1,reorder=0.1,corrupt=0.1,delay=3us@op=ack'
+  n=0
+  for s in 7 7 8; do
+    n=$((n + 1))
+    run "$tmp/out.$n" run --clock lockstep --idle-us 0 --seed $s --faults "$spec" --stats --trace "$tmp/t.$n" -- "$prog" ||
+      { keep=1; fail "three_ops failed under --faults (seed $s): $(cat "$tmp/out.$n")"; }
+    grep -q "^all checks passed$" "$tmp/out.$n" || fail "three_ops did not pass under faults (seed $s)"
+  done
+  head -1 "$tmp/t.1" | grep -q "; seed 7; faults $spec$" || fail "the trace's first line does not name the faults"
+  cmp -s "$tmp/t.1" "$tmp/t.2" || { keep=1; diff "$tmp/t.1" "$tmp/t.2" | head >&2; fail "same seed, different traces"; }
+  grep ' fault: ' "$tmp/t.1" >"$tmp/f.1"
+  grep ' fault: ' "$tmp/t.3" >"$tmp/f.3"
+  [ -s "$tmp/f.1" ] && [ -s "$tmp/f.3" ] || fail "no fault in the trace"
+  cmp -s "$tmp/f.1" "$tmp/f.3" && fail "seeds 7 and 8 gave the same faults"
+  echo "seed 7: $(wc -l <"$tmp/f.1") faults, identical traces twice; seed 8: $(wc -l <"$tmp/f.3") faults"
+  for w in lost duplicated 'held back' corrupted delayed; do
+    grep -q "fault: $w" "$tmp/t.1" "$tmp/t.3" || fail "no '$w' fault in either trace"
+  done
+  grep -Eq '^  injected_losses +[1-9]' "$tmp/out.1" || fail "--stats does not count the losses: $(cat "$tmp/out.1")"
+  grep -Eq '^  icrc_errors +[1-9]' "$tmp/out.1" "$tmp/out.3" || fail "no ICRC error counted"
   ;;
 
 three_ops)

@@ -60,6 +60,7 @@ enum class TraceKind : uint8_t {
   Command,
   Error,
   Note,
+  Fault,  ///< a fault injected on the wire on purpose (--faults): lost, duplicated, reordered, ...
   Count
 };
 
@@ -77,7 +78,7 @@ inline const char* kind_name(TraceKind k) {
   static const char* const names[] = {
       "post",      "doorbell",  "qpc.lookup", "bt.walk",  "wqe.fetch", "wqe.decode", "mr.xlate",  "dma.read",
       "dma.write", "pkt.tx",    "pkt.rx",     "ack",      "nak",       "retransmit", "cqe.write", "cq.arm",
-      "event",     "eqe.write", "irq",        "qp.state", "command",   "error",      "note"};
+      "event",     "eqe.write", "irq",        "qp.state", "command",   "error",      "note",      "fault"};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(TraceKind::Count), "a name for every kind");
   const auto i = static_cast<unsigned>(k);
   return i < unsigned(TraceKind::Count) ? names[i] : "?";
