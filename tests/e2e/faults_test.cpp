@@ -53,23 +53,6 @@ class Faults : public VerbsFixture {
   /** Total of counter @p name over both hosts. */
   uint64_t Both(const char* name) { return sim_counter(Dev(a_), name) + sim_counter(Dev(b_), name); }
 
-  static int PostAtomic(Host& h, uint64_t wr_id, ibv_wr_opcode op, size_t local_off, uint64_t raddr,
-                        uint32_t rkey, uint64_t compare_add, uint64_t swap) {
-    ibv_sge sge = h.sge(local_off, 8);
-    ibv_send_wr wr{};
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = op;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.atomic.remote_addr = raddr;
-    wr.wr.atomic.compare_add = compare_add;
-    wr.wr.atomic.swap = swap;
-    wr.wr.atomic.rkey = rkey;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(h.qp, &wr, &bad);
-  }
-
   std::vector<ibv_qp*> extra_;
 };
 

@@ -538,4 +538,23 @@ class VerbsFixture : public ::testing::Test {
   Watchdog watchdog_;
 };
 
+/** Post one atomic WR; the original remote value lands in 8 bytes at @p local_off. */
+inline int PostAtomic(Host& h, uint64_t wr_id, ibv_wr_opcode op, size_t local_off, uint64_t raddr,
+                      uint32_t rkey, uint64_t compare_add, uint64_t swap,
+                      unsigned flags = IBV_SEND_SIGNALED) {
+  ibv_sge sge = h.sge(local_off, 8);
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = flags;
+  wr.wr.atomic.remote_addr = raddr;
+  wr.wr.atomic.compare_add = compare_add;
+  wr.wr.atomic.swap = swap;
+  wr.wr.atomic.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(h.qp, &wr, &bad);
+}
+
 }  // namespace e2e
