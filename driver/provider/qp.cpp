@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../libibverbs/core_extra.h"
+#include "enum_bits.h"
 #include "handoff.h"
 #include "objects.h"
 #include "verbs_core.h"
@@ -157,7 +158,9 @@ Transition qp_transition(ibv_qp_type type, ibv_qp_state cur, ibv_qp_state next) 
 bool attr_values_valid(const ibv_qp_attr& a, int mask, const hw::HcaCaps& caps) {
   if ((mask & IBV_QP_PORT) && a.port_num != 1) return false;
   if ((mask & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return false;
-  if ((mask & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > IBV_MTU_4096)) return false;
+  if ((mask & IBV_QP_PATH_MTU) &&
+      (enum_bits(a.path_mtu) < IBV_MTU_256 || enum_bits(a.path_mtu) > IBV_MTU_4096))
+    return false;
   if ((mask & IBV_QP_TIMEOUT) && a.timeout > 31) return false;
   if ((mask & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return false;
   if ((mask & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return false;
@@ -358,7 +361,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   hw::CmdMailbox qm = hw::make_cmd(hw::CmdOpcode::QueryQp, q->qpn);
   if (k.command(qm) == 0) ibqp->state = ibv_qp_state(hw::cmd_out<hw::Qpc>(qm).state);
   const ibv_qp_state cur = ibqp->state;
-  if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != cur) return fail(EINVAL);
+  if ((mask & IBV_QP_CUR_STATE) && enum_bits(attr->cur_qp_state) != cur) return fail(EINVAL);
+  if ((mask & IBV_QP_STATE) && enum_bits(attr->qp_state) > IBV_QPS_ERR) return fail(EINVAL);  // no such state
   const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr->qp_state : cur;
   const Transition t = qp_transition(ibqp->qp_type, cur, next);
   const int given = mask & ~(IBV_QP_STATE | IBV_QP_CUR_STATE);
@@ -464,7 +468,7 @@ static const char* wr_opcode_name(ibv_wr_opcode op) {
   }
 }
 
-static bool wqe_opcode(ibv_wr_opcode op, hw::WqeOpcode& out) {
+static bool wqe_opcode(std::underlying_type_t<ibv_wr_opcode> op, hw::WqeOpcode& out) {
   switch (op) {
     case IBV_WR_SEND: out = hw::WqeOpcode::Send; return true;
     case IBV_WR_SEND_WITH_IMM: out = hw::WqeOpcode::SendImm; return true;
@@ -524,7 +528,7 @@ int validate_bind(const SimQp& q, const ibv_send_wr& wr, bool type1_bind) {
 
 /** ibv_post_send(3)'s checks on one WR; 0 or the errno to return. */
 int validate_send_wr(const SimQp& q, const ibv_send_wr& wr, SendPlan& p) {
-  if (!wqe_opcode(wr.opcode, p.op) || !opcode_allowed(q.qp.qp_type, p.op)) return EINVAL;
+  if (!wqe_opcode(enum_bits(wr.opcode), p.op) || !opcode_allowed(q.qp.qp_type, p.op)) return EINVAL;
   if (p.op == hw::WqeOpcode::BindMw) return validate_bind(q, wr, p.type1_bind);
   if (p.op == hw::WqeOpcode::LocalInv) return 0;
   if (q.qp.qp_type == IBV_QPT_UD && (!wr.wr.ud.ah || wr.wr.ud.ah->pd->context != q.qp.context)) return EINVAL;
