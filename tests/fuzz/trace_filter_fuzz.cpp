@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz harness: the specs users type: --trace-filter / --step-filter / step mode's `next`
-// (sim/trace/trace_filter.h) and --drop rules (sim/trace/drop_rule.h). Input: a line of text;
+// (sim/trace/trace_filter.h), --drop rules (sim/trace/drop_rule.h) and --faults specs
+// (sim/trace/fault_spec.h). Input: a line of text;
 // its first byte picks the grammar, the rest is the spec. Properties: a spec is either accepted
 // with an empty message or refused with one that says something; accepted values are in range
-// (24-bit QPNs and PSNs, host indices below the number of hosts, counts 1..1000000).
+// (24-bit QPNs and PSNs, host indices below the number of hosts, counts 1..1000000,
+// probabilities in [0, 1], delays ordered and at most 100 ms, a direction only with a host).
 #include <string>
 #include <vector>
 
 #include "drop_rule.h"
+#include "fault_spec.h"
 #include "fuzz_check.h"
 #include "trace_filter.h"
 
@@ -42,15 +45,32 @@ void drop(const std::string& spec) {
   }
 }
 
+void faults(const std::string& spec) {
+  FaultSpec f;
+  std::string err;
+  const bool ok = f.parse(spec, err, kHosts);
+  FUZZ_CHECK(ok == err.empty(), "parse returned %d with message '%s'", ok, err.c_str());
+  if (!ok) return;
+  for (const FaultClause& c : f.clauses) {
+    FUZZ_CHECK(c.probability >= 0 && c.probability <= 1, "probability %g", c.probability);
+    FUZZ_CHECK(c.delay_min_ps <= c.delay_max_ps && c.delay_max_ps <= 100'000'000'000ull,
+               "delay %llu..%llu ps", (unsigned long long)c.delay_min_ps, (unsigned long long)c.delay_max_ps);
+    FUZZ_CHECK(c.host == FaultClause::kAny || c.host < kHosts.size(), "host %u", c.host);
+    FUZZ_CHECK(c.qpn == FaultClause::kAny || c.qpn <= 0xffffff, "QPN 0x%x", c.qpn);
+    FUZZ_CHECK(c.dir == FaultDir::Both || c.host != FaultClause::kAny, "a direction without a host");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string spec(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: filter(spec, true); break;
     case 1: filter(spec, false); break;
-    default: drop(spec); break;
+    case 2: drop(spec); break;
+    default: faults(spec); break;
   }
   return 0;
 }
