@@ -574,11 +574,13 @@ void Requester::on_nak(QpContext& qp, uint32_t psn, uint8_t syn) {
   switch (code) {
     case wire::NakCode::PsnSequenceError:
       rewind(qp, psn);
-      if (now_ps() < qp.rnr_wait_until)
+      if (now_ps() < qp.rnr_wait_until) {  // the job at the end of the RNR wait resends
         HCASIM_TRACE(u_.tracer, Requester, Note, qp.qpc.qpn, TraceFields().set_psn(psn),
                      "go back to psn=%u after the RNR wait (%.2f us left)", psn,
                      double(qp.rnr_wait_until - now_ps()) / 1e6);
-      schedule(qp, Stage::Tx, now_ps());  // tx() holds it until an RNR wait is over
+        return;
+      }
+      schedule(qp, Stage::Tx, now_ps());
       return;
     case wire::NakCode::InvalidRequest:
       qp.tx_msg = 0;
