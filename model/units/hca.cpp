@@ -105,13 +105,20 @@ void Hca::function_reset() {
   core_.iommu.clear();
   core_.eq.set_irq_handler(nullptr);
   core_.port.set_up(true);
-  drop_left_ = 0;
-  drop_pred_ = nullptr;
+  drops_.clear();
 }
 
 void Hca::drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n) {
-  drop_pred_ = std::move(pred);
-  drop_left_ = n;
+  if (n) drops_.push_back(DropRx{std::move(pred), n});
+}
+
+bool Hca::take_drop(const wire::ParsedFrame& f) {
+  for (auto it = drops_.begin(); it != drops_.end(); ++it) {
+    if (!it->pred(f)) continue;
+    if (--it->left == 0) drops_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 bool Hca::transport_matches(const QpContext& qp, wire::BthOpcode op) {
@@ -133,8 +140,7 @@ void Hca::on_rx(PacketPtr pkt) {
                  "frame dropped: %s", wire::parse_error_name(e));
     return;
   }
-  if (drop_left_ && drop_pred_ && drop_pred_(f)) {
-    --drop_left_;
+  if (!drops_.empty() && take_drop(f)) {
     ++rx_dropped_;
     HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp,
                  TraceFields().set_opcode(uint16_t(f.h.opcode)).set_psn(f.h.psn).set_peer_qpn(f.h.dest_qp),

@@ -110,7 +110,10 @@ class Hca {
    * certain, in realtime the run lost a race that hardware could lose too.
    */
   void set_realtime_clock(bool on) { realtime_clock_ = on; }
-  /** @brief Test hook: drop the next @p n received frames for which @p pred is true. */
+  /**
+   * @brief Test hook: drop the next @p n received frames for which @p pred is true. Rules add
+   * up: a frame is dropped by the first earlier rule that still has frames to drop and matches.
+   */
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
   /** @brief The faults injected on this host's transmitted frames (the world's injector counts them). */
   InjectedFaults& injected_faults() { return injected_; }
@@ -150,8 +153,14 @@ class Hca {
   Responder resp_;
   DoorbellUnit doorbell_;
   CommandUnit cmd_;
-  std::function<bool(const wire::ParsedFrame&)> drop_pred_;
-  uint32_t drop_left_ = 0;
+  /** One drop_rx_if() rule: what it matches, how many more frames it drops. */
+  struct DropRx {
+    std::function<bool(const wire::ParsedFrame&)> pred;
+    uint32_t left;
+  };
+  /** A rule matches @p f: it is dropped (and the rule's count goes down). */
+  bool take_drop(const wire::ParsedFrame& f);
+  std::vector<DropRx> drops_;
   uint64_t rx_dropped_ = 0;
   uint64_t icrc_errors_ = 0;
   InjectedFaults injected_;

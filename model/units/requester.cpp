@@ -53,6 +53,14 @@ bool reliable(const QpContext& qp) {
 /** READs and atomics complete on their response, not on an ACK. */
 bool needs_response(const InflightMsg& m) { return m.w.op == hw::WqeOpcode::RdmaRead || is_atomic(m.w.op); }
 
+/**
+ * The response bytes a READ asked for again need not cover: those already placed, unless the
+ * READ is answered in full (a go-back-N behind it replays it whole, as first sent).
+ */
+uint32_t read_resume_bytes(const InflightMsg& m) {
+  return m.w.op == hw::WqeOpcode::RdmaRead && !m.responded ? m.read_bytes : 0;
+}
+
 /** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt,
  * AtomicETH). */
 void fill_request_headers(const QpContext& qp, const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
@@ -61,9 +69,12 @@ void fill_request_headers(const QpContext& qp, const InflightMsg& m, wire::BthOp
   h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
          m.w.op != hw::WqeOpcode::RdmaRead;
   if (wire::has_reth(op)) {
-    h.reth.va = m.w.raddr;
+    // A READ asked again asks only for what has not arrived (read_resume_bytes): IBTA lets a
+    // retried READ reread just the part not yet answered, its PSN, VA and length moved on
+    // alike; rxe does the same (req_retry advances the iova by the PSNs already answered).
+    h.reth.va = m.w.raddr + read_resume_bytes(m);
     h.reth.rkey = m.w.rkey;
-    h.reth.dma_len = m.w.length;
+    h.reth.dma_len = m.w.length - read_resume_bytes(m);
   }
   if (wire::has_imm(op)) h.imm_data = m.w.imm;
   if (wire::has_ieth(op)) h.ieth_rkey = m.w.imm;  // SEND_WITH_INV: the WQE carries the rkey there
@@ -309,7 +320,8 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
     off = s.offset;
     len = s.length;
   }
-  const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt);
+  // A READ resumed after a lost response starts at the PSN of the first response missing.
+  const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt + read_resume_bytes(m) / batch.mtu);
   op = wire::in_transport(op, qp_transport(qp));
   const bool ud = hw::QpType(qp.qpc.type) == hw::QpType::Ud;
   wire::Headers h;
@@ -405,9 +417,8 @@ void Requester::on_timeout(uint32_t qpn) {
       u_.tracer, Requester, Retransmit, qpn, TraceFields().set_wqe(front.w.index).set_psn(front.first_psn),
       "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
       double(wire::ack_timeout_ns(qp->qpc.timeout)) / 1000.0, front.first_psn, unsigned(qp->retry_left));
-  // A READ is asked for again from its first byte; the responder replays it.
-  for (auto& m : qp->inflight)
-    if (m.w.op == hw::WqeOpcode::RdmaRead) m.read_bytes = 0;
+  // A READ is asked for again from its first missing byte (send_packet); the responder replays
+  // that part.
   rewind(*qp, front.first_psn);
   schedule(*qp, Stage::Tx, now_ps());
   restart_timer(*qp);
@@ -625,6 +636,10 @@ void Requester::on_read_response(QpContext& qp, const wire::ParsedFrame& f) {
     if (!scatter(qp, m, m.read_bytes, f.payload, uint32_t(f.payload_len)))
       return fail_front(qp, hw::CqeSyndrome::LocalProtErr, "READ scatter fault");
     m.read_bytes += uint32_t(f.payload_len);
+    // Every response in order is progress: the retries left start again, as in rxe
+    // (check_ack resets its retry counters on each READ response). A long READ over a lossy
+    // wire would otherwise run out of retries while it keeps making progress.
+    qp.retry_left = qp.qpc.retry_cnt;
     if (wire::ends_message(op)) {
       m.read_bytes = m.w.length;
       m.responded = true;  // also marks zero-length READs done
