@@ -3,12 +3,16 @@
 # threads, one simulated HCA each. Passes if coll-bench exits 0, printed its table, and every
 # checked row says "ok". With --compare-gloo also: the Gloo header is there and every row has
 # Gloo's columns with its own check "ok" (or "-" where Gloo did not run, e.g. 0 elements).
+# With HCASIM_FAULTS set (random faults on every wire, docs/fabric.md): also that frames were
+# really lost (the counters of `hcasim run --stats`), so the checks ran over a lossy wire.
 #   coll_bench_test.sh HCASIM COLL_BENCH RANKS [coll-bench options...]
 set -u
 hcasim=$1; bench=$2; ranks=$3; shift 3
 gloo=0
 for a in "$@"; do [ "$a" = "--compare-gloo" ] && gloo=1; done
-out=$("$hcasim" run --hosts "$ranks" -- "$bench" --ranks-as-threads "$ranks" "$@" 2>&1)
+stats=
+[ -n "${HCASIM_FAULTS:-}" ] && stats=--stats
+out=$("$hcasim" run --hosts "$ranks" $stats -- "$bench" --ranks-as-threads "$ranks" "$@" 2>&1)
 rc=$?
 printf '%s\n' "$out"
 [ $rc -eq 0 ] || { echo "coll_bench_test: exit status $rc"; exit 1; }
@@ -23,5 +27,10 @@ if [ $gloo -eq 1 ]; then
   [ "$bad" -eq 0 ] || { echo "coll_bench_test: $bad rows without Gloo's columns or check"; exit 1; }
   ran=$(printf '%s\n' "$out" | grep '^ *[0-9]' | awk '$17 == "ok"' | wc -l)
   [ "$ran" -gt 0 ] || { echo "coll_bench_test: Gloo ran no size"; exit 1; }
+fi
+if [ -n "$stats" ]; then
+  lost=$(printf '%s\n' "$out" | awk '$1 == "injected_losses" { s += $2 } END { print s + 0 }')
+  [ "$lost" -gt 0 ] || { echo "coll_bench_test: HCASIM_FAULTS set but no frame was lost"; exit 1; }
+  echo "coll_bench_test: $lost frames lost on the wires, every result checked"
 fi
 exit 0
