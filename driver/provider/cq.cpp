@@ -7,44 +7,12 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cqe_decode.h"
 #include "objects.h"
 #include "verbs_core.h"
 
 namespace hcasim::drv {
 namespace {
-
-ibv_wc_status wc_status(hw::CqeSyndrome s) {
-  switch (s) {
-    case hw::CqeSyndrome::Ok: return IBV_WC_SUCCESS;
-    case hw::CqeSyndrome::LocalLengthErr: return IBV_WC_LOC_LEN_ERR;
-    case hw::CqeSyndrome::LocalQpOpErr: return IBV_WC_LOC_QP_OP_ERR;
-    case hw::CqeSyndrome::LocalProtErr: return IBV_WC_LOC_PROT_ERR;
-    case hw::CqeSyndrome::WrFlushErr: return IBV_WC_WR_FLUSH_ERR;
-    case hw::CqeSyndrome::MwBindErr: return IBV_WC_MW_BIND_ERR;
-    case hw::CqeSyndrome::BadRespErr: return IBV_WC_BAD_RESP_ERR;
-    case hw::CqeSyndrome::LocalAccessErr: return IBV_WC_LOC_ACCESS_ERR;
-    case hw::CqeSyndrome::RemoteInvalReqErr: return IBV_WC_REM_INV_REQ_ERR;
-    case hw::CqeSyndrome::RemoteAccessErr: return IBV_WC_REM_ACCESS_ERR;
-    case hw::CqeSyndrome::RemoteOpErr: return IBV_WC_REM_OP_ERR;
-    case hw::CqeSyndrome::TransportRetryExcErr: return IBV_WC_RETRY_EXC_ERR;
-    case hw::CqeSyndrome::RnrRetryExcErr: return IBV_WC_RNR_RETRY_EXC_ERR;
-    case hw::CqeSyndrome::RemoteAbortedErr: return IBV_WC_REM_ABORT_ERR;
-  }
-  return IBV_WC_GENERAL_ERR;
-}
-
-ibv_wc_opcode req_wc_opcode(hw::WqeOpcode op) {
-  switch (op) {
-    case hw::WqeOpcode::RdmaWrite:
-    case hw::WqeOpcode::RdmaWriteImm: return IBV_WC_RDMA_WRITE;
-    case hw::WqeOpcode::RdmaRead: return IBV_WC_RDMA_READ;
-    case hw::WqeOpcode::AtomicCmpSwap: return IBV_WC_COMP_SWAP;
-    case hw::WqeOpcode::AtomicFetchAdd: return IBV_WC_FETCH_ADD;
-    case hw::WqeOpcode::BindMw: return IBV_WC_BIND_MW;
-    case hw::WqeOpcode::LocalInv: return IBV_WC_LOCAL_INV;
-    default: return IBV_WC_SEND;
-  }
-}
 
 // QPN -> QP, for turning a CQE's WQE counter back into the program's wr_id.
 std::mutex qp_map_mu;
@@ -187,27 +155,17 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
   while (got < n) {
     const uint8_t* raw = q->ring->data() + uint64_t(q->ci & mask) * hw::kCqeSize;
     if (!hw::cqe_ready(hw::cqe_load_op_own(raw), q->ci, q->log_size)) break;
-    hw::Cqe raw_cqe;
-    std::memcpy(&raw_cqe, raw, sizeof raw_cqe);
-    const hw::CqeFields c = hw::get_cqe(raw_cqe);
-    const hw::CqeOpcode op = c.opcode;
+    const DecodedCqe d = decode_cqe(raw);
     ++q->ci;
     ibv_wc& w = wc[got++];
-    std::memset(&w, 0, sizeof w);
-    const uint32_t qpn = c.qpn;
-    const uint16_t idx = c.wqe_counter;
-    w.qp_num = qpn;
-    w.status = wc_status(c.syndrome);
-    w.vendor_err = uint32_t(c.syndrome);
-    w.byte_len = c.byte_cnt;
-    w.src_qp = c.src_qp;
-    if (!last || last->qpn != qpn) last = find_qp(q->ctx->kdev, qpn);
-    const bool is_send = op == hw::CqeOpcode::Req || op == hw::CqeOpcode::ReqErr;
-    if (!is_send && (c.flags & hw::kCqeSrq)) {
+    w = d.wc;
+    const uint16_t idx = d.wqe_counter;
+    if (!last || last->qpn != w.qp_num) last = find_qp(q->ctx->kdev, w.qp_num);
+    if (d.from_srq) {
       // The CQE names its SRQ: an XRC receive QP may not even belong to this process.
-      if (SimSrq* s = find_srq(q->ctx->kdev, c.srqn)) w.wr_id = srq_complete(*s, idx);
+      if (SimSrq* s = find_srq(q->ctx->kdev, d.srqn)) w.wr_id = srq_complete(*s, idx);
     } else if (last) {
-      if (is_send) {
+      if (d.is_send) {
         const uint32_t m = (1u << last->sq_log) - 1;
         w.wr_id = last->sq_wrid[idx & m];
         // One CQE retires its WQE and every unsignaled WQE before it.
@@ -218,23 +176,7 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
         last->rq_tail.store(uint16_t(idx + 1), std::memory_order_release);
       }
     }
-    switch (op) {
-      case hw::CqeOpcode::Req:
-      case hw::CqeOpcode::ReqErr: w.opcode = req_wc_opcode(c.req_opcode); break;
-      case hw::CqeOpcode::RespWriteImm: w.opcode = IBV_WC_RECV_RDMA_WITH_IMM; break;
-      default: w.opcode = IBV_WC_RECV; break;
-    }
-    if (c.flags & hw::kCqeWithImm) {
-      w.wc_flags |= IBV_WC_WITH_IMM;
-      w.imm_data = c.imm;
-    }
-    if (c.flags & hw::kCqeGrh) w.wc_flags |= IBV_WC_GRH;
-    if (c.flags & hw::kCqeWithInv) {  // ibv_poll_cq(3): invalidated_rkey shares imm_data's place
-      w.wc_flags |= IBV_WC_WITH_INV;
-      w.invalidated_rkey = c.imm;
-    }  // UD: the network header leads the buffer
-    w.pkey_index = 0;
-    q->last_cqe_ts_ns = c.timestamp_ns;  // for ibv_wc_read_completion_ts (cq_ex.cpp)
+    q->last_cqe_ts_ns = d.timestamp_ns;  // for ibv_wc_read_completion_ts (cq_ex.cpp)
   }
   if (got) hw::cq_dbrec_set_ci(*q->dbrec, q->ci);
   if (got && q->poll_waiters) q->polled.notify_all();

@@ -164,6 +164,73 @@ void addresses(const fs::path& dir) {
 
 }  // namespace
 
+/** A CQE of every opcode the HCA writes (with its flags), each followed by an EQE. */
+void cqes(const fs::path& dir) {
+  struct Case {
+    const char* name;
+    hw::CqeOpcode op;
+    hw::CqeSyndrome syn;
+    uint8_t flags;
+    hw::WqeOpcode req;
+    hw::EqeType eqe;
+  };
+  const Case cases[] = {
+      {"req_write", hw::CqeOpcode::Req, hw::CqeSyndrome::Ok, 0, hw::WqeOpcode::RdmaWrite,
+       hw::EqeType::Completion},
+      {"req_read_err", hw::CqeOpcode::ReqErr, hw::CqeSyndrome::RemoteAccessErr, 0, hw::WqeOpcode::RdmaRead,
+       hw::EqeType::WqAccessError},
+      {"resp_send_imm", hw::CqeOpcode::RespSendImm, hw::CqeSyndrome::Ok, hw::kCqeWithImm, hw::WqeOpcode::Nop,
+       hw::EqeType::CommEstablished},
+      {"resp_write_imm_srq", hw::CqeOpcode::RespWriteImm, hw::CqeSyndrome::Ok, hw::kCqeWithImm | hw::kCqeSrq,
+       hw::WqeOpcode::Nop, hw::EqeType::SrqLimit},
+      {"resp_send_inv", hw::CqeOpcode::RespSend, hw::CqeSyndrome::Ok, hw::kCqeWithInv, hw::WqeOpcode::Nop,
+       hw::EqeType::CqError},
+      {"resp_ud_grh", hw::CqeOpcode::RespSend, hw::CqeSyndrome::Ok, hw::kCqeGrh, hw::WqeOpcode::Nop,
+       hw::EqeType::SqDrained},
+      {"flush", hw::CqeOpcode::RespErr, hw::CqeSyndrome::WrFlushErr, 0, hw::WqeOpcode::Nop,
+       hw::EqeType::PortChange},
+  };
+  for (const Case& c : cases) {
+    hw::CqeFields f;
+    f.opcode = c.op;
+    f.syndrome = c.syn;
+    f.flags = c.flags;
+    f.req_opcode = c.req;
+    f.qpn = 0x010011;
+    f.src_qp = 0x11;
+    f.byte_cnt = 4096;
+    f.imm = 0x78563412;
+    f.wqe_counter = 7;
+    f.srqn = 3;
+    f.timestamp_ns = 123456789;
+    hw::Cqe cqe;
+    hw::set_cqe(cqe, f, 1);
+    hw::Eqe eqe;
+    hw::set_eqe(eqe, c.eqe, 0x010011, 987654321, 1);
+    std::vector<uint8_t> bytes(sizeof cqe + sizeof eqe);
+    std::memcpy(bytes.data(), &cqe, sizeof cqe);
+    std::memcpy(bytes.data() + sizeof cqe, &eqe, sizeof eqe);
+    write(dir, c.name, bytes);
+  }
+}
+
+/** Step-mode scripts: every command, good and bad arguments. */
+void step_scripts(const fs::path& dir) {
+  auto text = [&](const char* name, const std::string& s) {
+    write(dir, name, std::vector<uint8_t>(s.begin(), s.end()));
+  };
+  text("step_continue", "s\ns\nc 3\nq\n");
+  text("print_all",
+       "p qp 0x11\np qp 0x10011 hcasim1\np bt 0x11 1\np cq 1\np srq 2 hcasim2\np eq 0\np mr 0x12a\np "
+       "stats\ns\n");
+  text("examine_next",
+       "x wqe 0x11 0\nx rwqe 0x11 3 1\nx cqe 1 0 hcasim1\nx eqe 0 1\nn cqe\nn pkt\nn kind=fault\n");
+  text("drop_help", "drop next\ndrop next hcasim1\ndrop next 2\nh\nhelp\ncontinue 1000000\n");
+  text("errors",
+       "next unit=req,kind=retransmit host=1\nnext qpn=0x11\nbogus\np qp\np qp zz\nx wqe\nx zz 1 2\n"
+       "p qp 0x11 hcasim9\ndrop next 7\n");
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR   (tests/fuzz/corpus)\n", argv[0]);
@@ -174,6 +241,8 @@ int main(int argc, char** argv) {
   wqes(root / "send_wqe");
   specs(root / "trace_filter");
   addresses(root / "verbs_address");
+  cqes(root / "cqe");
+  step_scripts(root / "step_script");
   std::printf("seed corpora written under %s\n", argv[1]);
   return 0;
 }
