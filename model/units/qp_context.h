@@ -73,9 +73,10 @@ struct SendWqe {
 struct InflightMsg {
   SendWqe w;
   uint32_t first_psn = 0;
-  uint32_t npkts = 0;                                 ///< PSNs the message occupies (READ: response packets)
-  uint32_t read_bytes = 0;                            ///< READ: response bytes placed so far
-  bool sent = false;                                  ///< every request packet transmitted at least once
+  uint32_t npkts = 0;       ///< PSNs the message occupies (READ: response packets)
+  uint32_t read_bytes = 0;  ///< READ: response bytes placed so far
+  uint32_t acked_pkts = 0;  ///< SEND/WRITE: leading packets an ACK covered (a retry resumes after them)
+  bool sent = false;        ///< every request packet transmitted at least once
   hw::CqeSyndrome local_error = hw::CqeSyndrome::Ok;  ///< failed locally; completes in order
   bool responded = false;                             ///< READ/atomic: its response (all of it) arrived
 };

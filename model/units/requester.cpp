@@ -61,11 +61,19 @@ uint32_t read_resume_bytes(const InflightMsg& m) {
   return m.w.op == hw::WqeOpcode::RdmaRead && !m.responded ? m.read_bytes : 0;
 }
 
-/** The request headers a message's packet @p op carries beyond the connection's (flags, RETH, ImmDt,
- * AtomicETH). */
-void fill_request_headers(const QpContext& qp, const InflightMsg& m, wire::BthOpcode op, wire::Headers& h) {
+/**
+ * A long RC message asks for an ACK every this many packets, not only at its end (as rxe does,
+ * RXE_MAX_PKT_PER_ACK): each ACK is progress the requester keeps, so a retry after a timeout
+ * resends from the first packet not acknowledged rather than from the message's start.
+ */
+constexpr uint32_t kAckReqEvery = 64;
+
+/** The request headers a message's packet @p op (number @p pkt of it) carries beyond the
+ * connection's (flags, RETH, ImmDt, AtomicETH). */
+void fill_request_headers(const QpContext& qp, const InflightMsg& m, uint32_t pkt, wire::BthOpcode op,
+                          wire::Headers& h) {
   const bool ends = wire::ends_message(op);
-  h.ackreq = ends && reliable(qp);  // UC and UD are never acknowledged
+  h.ackreq = (ends || (pkt + 1) % kAckReqEvery == 0) && reliable(qp);  // UC and UD are never acknowledged
   h.se = ends && (m.w.flags & hw::kCtrlSolicited) && m.w.op != hw::WqeOpcode::RdmaWrite &&
          m.w.op != hw::WqeOpcode::RdmaRead;
   if (wire::has_reth(op)) {
@@ -329,7 +337,7 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
     local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
     return false;
   }
-  fill_request_headers(qp, m, op, h);
+  fill_request_headers(qp, m, qp.tx_pkt, op, h);
   PacketPtr pkt = make_packet();
   uint8_t* slot = pkt->data + wire::header_length(h);
   if (len && !gather(qp, m, off, len, slot)) {
@@ -418,8 +426,8 @@ void Requester::on_timeout(uint32_t qpn) {
       "local ACK timeout (%.3f us): resend from PSN %u, %u retries left",
       double(wire::ack_timeout_ns(qp->qpc.timeout)) / 1000.0, front.first_psn, unsigned(qp->retry_left));
   // A READ is asked for again from its first missing byte (send_packet); the responder replays
-  // that part.
-  rewind(*qp, front.first_psn);
+  // that part. A SEND or WRITE resumes after the packets an ACK already covered.
+  rewind(*qp, wire::psn_add(front.first_psn, front.acked_pkts));
   schedule(*qp, Stage::Tx, now_ps());
   restart_timer(*qp);
 }
@@ -474,10 +482,22 @@ void Requester::complete_through(QpContext& qp, uint32_t psn) {
     qp.retry_left = qp.qpc.retry_cnt;
     progressed = true;
   }
+  if (!qp.inflight.empty() && partly_acked(qp.inflight.front(), psn)) {
+    qp.retry_left = qp.qpc.retry_cnt;  // progress, as a whole message's ACK is
+    progressed = true;
+  }
   if (progressed) {
     restart_timer(qp);
     check_drained(qp);
   }
+}
+
+bool Requester::partly_acked(InflightMsg& m, uint32_t psn) {
+  if (needs_response(m) || m.npkts == 0) return false;
+  const int32_t d = wire::psn_diff(psn, m.first_psn);
+  if (d < 0 || d >= int32_t(m.npkts) || uint32_t(d) < m.acked_pkts) return false;
+  m.acked_pkts = uint32_t(d) + 1;
+  return true;
 }
 
 void Requester::fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why) {

@@ -80,6 +80,8 @@ class Requester {
   void on_read_response(QpContext& qp, const wire::ParsedFrame& f);
   void on_atomic_ack(QpContext& qp, const wire::Headers& h);
   void complete_through(QpContext& qp, uint32_t psn);
+  /** @brief An ACK for @p psn covers the first packets of @p m (not all): true if that is news. */
+  static bool partly_acked(InflightMsg& m, uint32_t psn);
   void complete(QpContext& qp, const InflightMsg& m, hw::CqeSyndrome status);
   void fail_front(QpContext& qp, hw::CqeSyndrome status, const char* why);
   void local_fail(QpContext& qp, InflightMsg& m, hw::CqeSyndrome status, const char* why);

@@ -238,5 +238,27 @@ TEST_F(RnrAndRetry, ReadResponsesInOrderRenewTheRetries) {
   EXPECT_EQ(e2e::sim_counter(Dev(b_), "duplicates"), 2u);
 }
 
+// A long message asks for an ACK every 64 packets (as rxe does), and a retry after the local
+// ACK timeout resends from the first packet no ACK covered: a 100-packet WRITE whose last
+// packet is lost is resent from packet 64, 36 packets, not 100. (Resent whole from its first
+// packet, a 1 MiB WRITE over a wire losing 5 % of frames ran out of retries.)
+TEST_F(RnrAndRetry, TimeoutResendsFromTheFirstPacketNotAcknowledged) {
+  REQUIRE_SIM_FAULT_HOOKS();
+  ASSERT_NO_FATAL_FAILURE(Make(7));
+  constexpr uint32_t kLen = 100 * 1024;  // 100 packets at MTU 1024
+  e2e::fill_pattern(a_.buf, kLen, 29);
+  const uint64_t tx0 = e2e::sim_counter(Dev(a_), "tx_packets");
+  ASSERT_EQ(drop_rx_hook()(Dev(b_), b_.qp->qp_num, a_.sq_psn + 99, 1), 0);
+  ASSERT_EQ(
+      PostSend(a_, 15, IBV_WR_RDMA_WRITE, {a_.sge(0, kLen)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+      0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_TRUE(e2e::wc_is(wc, WcExpect{15, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
+  EXPECT_TRUE(e2e::same_bytes(b_.buf, a_.buf, kLen));
+  EXPECT_EQ(e2e::sim_counter(Dev(a_), "tx_packets") - tx0, 100u + 36u)
+      << "the retry did not resume at packet 64";
+}
+
 }  // namespace
 }  // namespace conformance
