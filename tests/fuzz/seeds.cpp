@@ -13,6 +13,7 @@
 #include "hcasim/hca_hw.h"
 #include "hcasim/verbs/address.h"
 #include "roce_packet.h"
+#include "store_tcp_protocol.h"
 
 using namespace hcasim;
 namespace fs = std::filesystem;
@@ -231,6 +232,30 @@ void step_scripts(const fs::path& dir) {
        "p qp 0x11 hcasim9\ndrop next 7\n");
 }
 
+/** TcpStore client streams: every op, in several piece sizes, an ADD that wraps, bad requests. */
+void store_streams(const fs::path& dir) {
+  using namespace verbs::tcp_store;
+  auto b = [](const std::string& s) { return verbs::Bytes(s.begin(), s.end()); };
+  std::vector<uint8_t> good = {7};  // pieces of 8 bytes
+  for (const verbs::Bytes& f :
+       {request_frame(kSet, {b("rank0"), b("address-bytes")}), request_frame(kGet, {b("rank0")}),
+        request_frame(kGet, {b("nobody")}), request_frame(kCheck, {b("rank0"), b("rank1")}),
+        request_frame(kAdd, {b("barrier"), i64Bytes(1)}),
+        request_frame(kAdd, {b("barrier"), i64Bytes(INT64_MAX)}), request_frame(kDel, {b("rank0")}),
+        request_frame(kCheck, {})})
+    good.insert(good.end(), f.begin(), f.end());
+  write(dir, "every_op", good);
+  std::vector<uint8_t> bad = {0};  // one byte at a time
+  for (const verbs::Bytes& f :
+       {request_frame(kSet, {b("k")}), request_frame(9, {b("x")}), request_frame(kAdd, {b("k"), b("short")}),
+        request_frame(kSet, {b("n"), b("12abc")}), request_frame(kAdd, {b("n"), i64Bytes(1)})})
+    bad.insert(bad.end(), f.begin(), f.end());
+  for (uint8_t x : std::vector<uint8_t>{0, 0, 0, 6, kGet, 0, 0, 0, 9, 'k'})
+    bad.push_back(x);  // an argument past the end
+  write(dir, "bad_requests", bad);
+  write(dir, "zero_length_frame", {255, 0, 0, 0, 0, kGet});
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR   (tests/fuzz/corpus)\n", argv[0]);
@@ -243,6 +268,7 @@ int main(int argc, char** argv) {
   addresses(root / "verbs_address");
   cqes(root / "cqe");
   step_scripts(root / "step_script");
+  store_streams(root / "tcp_store");
   std::printf("seed corpora written under %s\n", argv[1]);
   return 0;
 }

@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // TcpStore: rank 0 runs a small key/value server (one thread, poll(2) over its clients);
 // every rank, rank 0 included, talks to it over one TCP connection.
-//
-// Frames both ways: u32 big-endian body length, then the body.
-//   request body: u8 op, then arguments, each u32 big-endian length + bytes
-//   reply body:   u8 status (0 ok, 1 not found, 2 bad request), then the result bytes
-// ops: 1 SET key value | 2 GET key -> value | 3 CHECK key... | 4 ADD key i64 -> i64 | 5 DEL key
+// The protocol (framing, requests, replies) is store_tcp_protocol.h.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -22,31 +18,13 @@
 
 #include "hcasim/verbs/error.h"
 #include "hcasim/verbs/store.h"
+#include "store_tcp_protocol.h"
 
 namespace hcasim::verbs {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint8_t kSet = 1, kGet = 2, kCheck = 3, kAdd = 4, kDel = 5;
-constexpr uint8_t kOk = 0, kNotFound = 1, kBad = 2;
-constexpr uint32_t kMaxFrame = 256u << 20;
-
-void put32(Bytes& b, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(v >> s));
-}
-uint32_t get32(const uint8_t* p) {
-  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
-}
-Bytes i64Bytes(int64_t v) {
-  Bytes b;
-  for (int s = 56; s >= 0; s -= 8) b.push_back(uint8_t(uint64_t(v) >> s));
-  return b;
-}
-int64_t bytesI64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return int64_t(v);
-}
+using namespace tcp_store;
 
 addrinfo* resolve(const std::string& host, uint16_t port, bool passive) {
   addrinfo hints{};
@@ -162,75 +140,10 @@ void TcpStoreServer::serve() {
       const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
       bool drop = n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN));
       if (n > 0) c.in.insert(c.in.end(), buf, buf + n);
-      // Serve every complete frame.
-      while (!drop && c.in.size() >= 4) {
-        const uint32_t len = get32(c.in.data());
-        if (len == 0 || len > kMaxFrame) {
-          drop = true;
-          break;
-        }
-        if (c.in.size() < 4 + size_t(len)) break;
-        const uint8_t* p = c.in.data() + 4;
-        const uint8_t* end = p + len;
-        const uint8_t op = *p++;
-        std::vector<Bytes> args;
-        bool ok = true;
-        while (p < end) {
-          if (end - p < 4) {
-            ok = false;
-            break;
-          }
-          const uint32_t al = get32(p);
-          p += 4;
-          if (uint32_t(end - p) < al) {
-            ok = false;
-            break;
-          }
-          args.emplace_back(p, p + al);
-          p += al;
-        }
-        uint8_t status = kOk;
-        Bytes result;
-        auto key = [&](size_t i) { return std::string(args[i].begin(), args[i].end()); };
-        if (!ok) {
-          status = kBad;
-        } else if (op == kSet && args.size() == 2) {
-          map_[key(0)] = args[1];
-        } else if (op == kGet && args.size() == 1) {
-          auto it = map_.find(key(0));
-          if (it == map_.end())
-            status = kNotFound;
-          else
-            result = it->second;
-        } else if (op == kCheck) {
-          for (size_t k = 0; k < args.size(); ++k)
-            if (!map_.count(key(k))) status = kNotFound;
-        } else if (op == kAdd && args.size() == 2 && args[1].size() == 8) {
-          Bytes& b = map_[key(0)];
-          int64_t v = 0;
-          try {
-            if (!b.empty()) v = std::stoll(std::string(b.begin(), b.end()));
-          } catch (...) {
-            status = kBad;
-          }
-          if (status == kOk) {
-            v += bytesI64(args[1].data());
-            const std::string s = std::to_string(v);
-            b.assign(s.begin(), s.end());
-            result = i64Bytes(v);
-          }
-        } else if (op == kDel && args.size() == 1) {
-          map_.erase(key(0));
-        } else {
-          status = kBad;
-        }
-        Bytes reply;
-        put32(reply, uint32_t(1 + result.size()));
-        reply.push_back(status);
-        reply.insert(reply.end(), result.begin(), result.end());
-        if (!sendAll(c.fd, reply)) drop = true;
-        c.in.erase(c.in.begin(), c.in.begin() + 4 + len);
-      }
+      // Serve every complete frame; a frame length out of range drops the client.
+      Bytes out;
+      if (!drop && !serve_frames(c.in, map_, out)) drop = true;
+      if (!out.empty() && !sendAll(c.fd, out)) drop = true;
       if (drop) {
         close(c.fd);
         clients.erase(clients.begin() + long(i));
@@ -295,15 +208,7 @@ std::string TcpStore::describe() const {
 
 Bytes TcpStore::call(uint8_t op, const std::vector<Bytes>& args, uint8_t& status) {
   std::lock_guard<std::mutex> g(mu_);
-  Bytes body;
-  body.push_back(op);
-  for (const auto& a : args) {
-    put32(body, uint32_t(a.size()));
-    body.insert(body.end(), a.begin(), a.end());
-  }
-  Bytes frame;
-  put32(frame, uint32_t(body.size()));
-  frame.insert(frame.end(), body.begin(), body.end());
+  Bytes frame = request_frame(op, args);
   const auto deadline = Clock::now() + ioTimeout_;
   const std::string who = describe();
   ioFull(fd_, frame.data(), frame.size(), true, deadline, who);
