@@ -238,13 +238,15 @@ void open_hosts(Soak& s) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (!list || n == 0) fail("no RDMA device (ibv_get_device_list: %s)", strerror(errno));
-  if (n < s.o.hosts)
+  // One device (rxe0, a single NIC): every host is that device, the QPs loop back through it.
+  if (n < s.o.hosts && n != 1)
     fail("--hosts %d but only %d RDMA devices (under hcasim run: --hosts %d)", s.o.hosts, n, s.o.hosts);
   const int cqe = s.o.qps * (s.o.window + 2 * s.o.window) + 16;
   for (int h = 0; h < s.o.hosts; ++h) {
     Host x;
-    x.name = ibv_get_device_name(list[h]);
-    x.ctx = ibv_open_device(list[h]);
+    ibv_device* dev = list[h < n ? h : 0];
+    x.name = ibv_get_device_name(dev);
+    x.ctx = ibv_open_device(dev);
     if (!x.ctx) fail("ibv_open_device(%s): %s", x.name.c_str(), strerror(errno));
     x.pd = ibv_alloc_pd(x.ctx);
     x.scq = ibv_create_cq(x.ctx, cqe, nullptr, nullptr, 0);
