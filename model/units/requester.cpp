@@ -62,9 +62,10 @@ uint32_t read_resume_bytes(const InflightMsg& m) {
 }
 
 /**
- * A long RC message asks for an ACK every this many packets, not only at its end (as rxe does,
- * RXE_MAX_PKT_PER_ACK): each ACK is progress the requester keeps, so a retry after a timeout
- * resends from the first packet not acknowledged rather than from the message's start.
+ * A long RC message asks for an ACK every this many packets, not only at its end (IBTA lets a
+ * requester set AckReq on any packet; rxe does it about every 66 packets, RXE_MAX_PKT_PER_ACK):
+ * each ACK is progress the requester keeps, so a retry after a timeout resends from the first
+ * packet not acknowledged rather than from the message's start.
  */
 constexpr uint32_t kAckReqEvery = 64;
 
