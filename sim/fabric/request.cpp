@@ -90,10 +90,12 @@ std::string check_map(const MapMsg& m, MsgType t) {
 std::string check_trace(const TraceMsg& m, size_t text_len) {
   if (text_len > kMaxTraceText)
     return format("TRACE with %zu bytes of text (at most %zu)", text_len, kMaxTraceText);
-  // The kinds a driver traces: posts, interrupts, notes (a core hand-off).
+  // The kinds a driver traces: posts, interrupts, notes (a core hand-off), errors (events
+  // never acknowledged, a CQ armed in vain).
   if (m.kind != trace::TraceKind::Post && m.kind != trace::TraceKind::Interrupt &&
-      m.kind != trace::TraceKind::Note)
-    return format("TRACE of kind %u (a driver traces posts, interrupts and notes only)", unsigned(m.kind));
+      m.kind != trace::TraceKind::Note && m.kind != trace::TraceKind::Error)
+    return format("TRACE of kind %u (a driver traces posts, interrupts, notes and errors only)",
+                  unsigned(m.kind));
   return "";
 }
 

@@ -9,7 +9,7 @@
 //
 // Cases: garbage, bad-type, bad-length, header-mismatch, truncated, oversize, doorbell-first,
 // second-hello, stop-from-host, foreign-hca, foreign-qpn QPN, foreign-uar, map-wrap,
-// map-unmapped, spoof-pid PID, bad-irq-fd, attach-bad-token, orphan, no-read.
+// map-unmapped, spoof-pid PID, bad-irq-fd, attach-bad-token, orphan, driver-trace, no-read.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -274,6 +274,27 @@ int case_orphan() {
   return closed_by_device(fd) ? 0 : (fail("a connection outlived its host"), 1);
 }
 
+/** A TRACE line of @p kind with a little text. */
+void trace_line(int fd, trace::TraceKind kind) {
+  TraceMsg m{};
+  m.kind = kind;
+  send_msg(fd, MsgType::Trace, &m, sizeof m, "a line", 6);
+}
+
+int case_driver_trace() {
+  // What a driver traces (posts, interrupts, notes, errors) is taken; a kind only the
+  // hardware's units emit ends the connection.
+  const int fd = as_host();
+  for (auto k :
+       {trace::TraceKind::Post, trace::TraceKind::Interrupt, trace::TraceKind::Note, trace::TraceKind::Error})
+    trace_line(fd, k);
+  static uint8_t mine[4096];
+  if (call_map(fd, MapMsg{0, 0, 0x100000, uint64_t(uintptr_t(mine)), sizeof mine}).status != 0)
+    fail("a driver's trace lines ended the connection");
+  trace_line(fd, trace::TraceKind::PktTx);
+  return closed_by_device(fd) ? 0 : (fail("a TRACE of a hardware kind accepted"), 1);
+}
+
 int case_no_read() {
   // Requests whose replies it never reads: the device must not wait for it.
   const int fd = as_host();
@@ -323,6 +344,7 @@ int main(int argc, char** argv) {
       {"bad-irq-fd", case_bad_irq_fd},
       {"attach-bad-token", case_attach_bad_token},
       {"orphan", case_orphan},
+      {"driver-trace", case_driver_trace},
       {"no-read", case_no_read},
   };
   auto it = cases.find(c);

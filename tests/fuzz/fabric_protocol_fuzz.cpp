@@ -64,7 +64,7 @@ void check_accepted(const MsgHeader& h, uint32_t nfds, const ConnState& c, const
       FUZZ_CHECK(r.text_len == h.len - sizeof(TraceMsg) && r.text_len <= kMaxTraceText,
                  "trace text %zu bytes", r.text_len);
       FUZZ_CHECK(r.trace.kind == trace::TraceKind::Post || r.trace.kind == trace::TraceKind::Interrupt ||
-                     r.trace.kind == trace::TraceKind::Note,
+                     r.trace.kind == trace::TraceKind::Note || r.trace.kind == trace::TraceKind::Error,
                  "trace kind %u accepted", unsigned(r.trace.kind));
       break;
     case MsgType::Control:
