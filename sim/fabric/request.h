@@ -36,14 +36,14 @@ constexpr size_t kMaxTraceText = 64 * 1024;
 
 /** @brief One accepted message: its type and its payload's fixed part, decoded. */
 struct Request {
-  MsgType type{};
-  HelloMsg hello{};
-  AttachMsg attach{};
-  CommandMsg command{};
-  DoorbellMsg doorbell{};
-  MapMsg map{};
-  TraceMsg trace{};
-  ControlMsg control{};
+  MsgType type{};              ///< the message's type; which one field below holds its payload
+  HelloMsg hello{};            ///< HELLO
+  AttachMsg attach{};          ///< ATTACH
+  CommandMsg command{};        ///< COMMAND
+  DoorbellMsg doorbell{};      ///< DOORBELL, DOORBELL_SYNC, DOORBELL_IRQS
+  MapMsg map{};                ///< MAP, UNMAP
+  TraceMsg trace{};            ///< TRACE: the fixed part
+  ControlMsg control{};        ///< CONTROL
   const char* text = nullptr;  ///< TRACE: the line's text (not NUL-terminated)
   size_t text_len = 0;         ///< TRACE: its length
   /** @brief The HCA index (on the host) the request names; 0 for types that name none. */
