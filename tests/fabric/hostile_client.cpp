@@ -47,7 +47,7 @@ int connect_or_die() {
 }
 
 /** The device ended the connection within @p ms: reading gives EOF (after any queued replies). */
-bool closed_by_device(int fd, int ms = 3000) {
+bool closed_by_device(int fd, int ms = 10000) {
   std::vector<uint8_t> buf(kMaxMessage + 64);
   for (int waited = 0; waited < ms;) {
     pollfd p{fd, POLLIN, 0};
