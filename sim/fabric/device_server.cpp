@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "device_server.h"
 
+#include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -51,6 +54,9 @@ struct DeviceServer::Conn {
   uint64_t wait_start_ps = 0, wait_visible = 0, wait_since_ns = 0;
   uint64_t wait_wall_ns = 0;  ///< when the WAIT arrived (realtime)
   uint64_t last_msg_ns = 0;
+  pid_t pid = 0;          ///< the peer process (SO_PEERCRED), for the log
+  std::string failed;     ///< why it is to be disconnected (a reply could not be sent)
+  bool orphaned = false;  ///< its host is gone (life line closed): closed without a word
 };
 
 /**
@@ -93,19 +99,11 @@ struct DeviceServer::Slot {
   uint64_t irqs = 0;  ///< interrupts this HCA raised (the host's ISR checks the ones that moved)
 };
 
-/** @brief One received message, as the handlers see it. */
+/** @brief One received message, checked and decoded (request.h), as the handlers see it. */
 struct DeviceServer::Msg {
-  const MsgHeader& h;
-  const uint8_t* p;  ///< the payload (h.len bytes)
-  int* fds;          ///< descriptors that came with it (HELLO only)
+  const Request& r;
+  int* fds;  ///< descriptors that came with it (HELLO only)
   uint32_t nfds;
-  /** @brief Copy the payload's fixed part into @p out; false if the message is too short. */
-  template <class T>
-  bool payload(T& out) const {
-    if (h.len < sizeof out) return false;
-    std::memcpy(&out, p, sizeof out);
-    return true;
-  }
 };
 
 DeviceServer::DeviceServer(sim::World& world, const DeviceOptions& opt)
@@ -176,12 +174,16 @@ bool DeviceServer::listen(std::string& err) {
 }
 
 void DeviceServer::accept_conn() {
-  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  // Non-blocking: the device never waits for a client to read (reply()).
+  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) return;
   int sz = int(kMaxMessage + 4096);
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
   auto c = std::make_unique<Conn>();
   c->fd = fd;
+  ucred cred{};
+  socklen_t cl = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) c->pid = cred.pid;
   c->last_msg_ns = sim::Engine::mono_ns();
   conns_.push_back(std::move(c));
 }
@@ -250,26 +252,24 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   auto refuse = [&](int e, const std::string& why) {
     r.status = e;
     std::snprintf(r.error, sizeof r.error, "%s", why.c_str());
-    send_msg(c.fd, MsgType::Hello, &r, sizeof r);
+    std::fprintf(stderr, "hcasim-device: HELLO from pid %d refused: %s\n", int(c.pid), why.c_str());
+    reply(c, MsgType::Hello, &r, sizeof r);
     for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
   };
   if (m.version != kProtocolVersion)
     return refuse(EPROTO, "protocol version " + std::to_string(m.version) + ", device speaks " +
                               std::to_string(kProtocolVersion) +
                               " (client and hcasim-device from different builds)");
-  if (nfds != 1)
-    return refuse(EINVAL, "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds));
+  std::string why = check_irq_fd(fds, nfds);
+  if (!why.empty()) return refuse(EINVAL, why);
+  // DMA goes to the process the kernel says is on the other end (SO_PEERCRED), never to the
+  // pid the message names: a client reaches no memory but its own.
+  if (c.pid <= 0) return refuse(EPERM, "the device cannot tell which process is connected");
   int err = 0;
-  std::string why;
   Host* h = pick_host(m, err, why);
   if (!h) return refuse(err, why);
-  // The kernel's word for who is on the other end, not the message's.
-  ucred cred{};
-  socklen_t cl = sizeof cred;
-  pid_t pid = m.pid;
-  if (getsockopt(c.fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0) pid = cred.pid;
   h->alive = true;
-  h->pid = pid;
+  h->pid = c.pid;
   h->token = (next_token_ += 0x9e3779b97f4a7c15ull);
   h->irq_fd = fds[0];
   c.host = h->index;
@@ -278,7 +278,23 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   r.token = h->token;
   r.n_hcas = opt_.hcas_per_host;
   bind_hcas(*h, r);
-  send_msg(c.fd, MsgType::Hello, &r, sizeof r);
+  reply(c, MsgType::Hello, &r, sizeof r);
+}
+
+std::string DeviceServer::check_irq_fd(const int* fds, uint32_t nfds) {
+  if (nfds != 1) return "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds);
+  // Interrupts are written from the device's loop: a pipe or socket nobody reads would block
+  // it, a file would grow. Only an eventfd, and that one non-blocking.
+  char link[64] = {};
+  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
+  const ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
+  if (n <= 0 || std::strcmp(link, "anon_inode:[eventfd]") != 0)
+    return std::string("HELLO's interrupt descriptor is not an eventfd (it is ") +
+           (n > 0 ? link : "unknown") + ")";
+  const int fl = fcntl(fds[0], F_GETFL);
+  if (fl < 0 || fcntl(fds[0], F_SETFL, fl | O_NONBLOCK) != 0)
+    return "HELLO's interrupt eventfd cannot be made non-blocking";
+  return "";
 }
 
 void DeviceServer::host_gone(Host& h) {
@@ -300,16 +316,46 @@ void DeviceServer::host_gone(Host& h) {
   h.left_reported = false;
   h.pid = 0;
   h.token = 0;
+  // The process's other connections (its threads') end with it: a connection that outlived its
+  // host could otherwise reach the HCAs of the next process to take the slot.
+  for (auto& c : conns_)
+    if (c->host == h.index && !c->life) c->orphaned = true;
 }
 
 void DeviceServer::close_conn(size_t i) {
   Conn& c = *conns_[i];
   ::close(c.fd);
-  if (c.life && c.host >= 0) host_gone(*hosts_[size_t(c.host)]);
+  const int host = c.life ? c.host : -1;
+  c.host = -1;
+  if (host >= 0) host_gone(*hosts_[size_t(host)]);
   conns_.erase(conns_.begin() + ptrdiff_t(i));
 }
 
+void DeviceServer::sweep() {
+  for (size_t i = conns_.size(); i-- > 0;) {
+    Conn& c = *conns_[i];
+    if (!c.failed.empty()) bad(c, c.failed);
+    if (!c.failed.empty() || c.orphaned) close_conn(i);
+  }
+}
+
+void DeviceServer::reply(Conn& c, MsgType type, const void* a, size_t alen, const void* b, size_t blen) {
+  if (!c.failed.empty() || send_msg(c.fd, type, a, alen, b, blen)) return;
+  if (errno != EAGAIN && errno != EWOULDBLOCK) {
+    c.failed = std::string("its connection failed: ") + std::strerror(errno);
+    return;
+  }
+  // A client waits for each reply before its next request, so at most one is ever unread.
+  int unread = 0, cap = 0;
+  socklen_t l = sizeof cap;
+  ioctl(c.fd, SIOCOUTQ, &unread);
+  getsockopt(c.fd, SOL_SOCKET, SO_SNDBUF, &cap, &l);
+  c.failed = "it does not read its replies (" + std::to_string(unread) + " bytes unread fill the " +
+             std::to_string(cap) + "-byte send buffer; " + type_name(type) + " not sent)";
+}
+
 bool DeviceServer::drain(Conn& c) {
+  if (c.orphaned) return false;
   for (;;) {
     MsgHeader h{};
     int fds[kMaxHcasPerHost];
@@ -317,89 +363,100 @@ bool DeviceServer::drain(Conn& c) {
     const ssize_t n = recv_msg(c.fd, h, buf_.data(), buf_.size(), MSG_DONTWAIT, fds, kMaxHcasPerHost, &nfds);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     if (n <= 0) {
-      if (n < 0) std::fprintf(stderr, "hcasim-device: dropping a connection: %s\n", std::strerror(errno));
       for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
-      return false;
+      if (n == 0) return false;  // it closed the connection: nothing to say
+      if (errno == EMSGSIZE)
+        return bad(c, "a message larger than the protocol's " + std::to_string(kMaxMessage) + " bytes");
+      if (errno == EPROTO)
+        return bad(c, "a malformed message (shorter than a header, or its header's length is not its size)");
+      return bad(c, std::string("its connection failed: ") + std::strerror(errno));
     }
     c.last_msg_ns = sim::Engine::mono_ns();
-    if (!handle(c, Msg{h, buf_.data(), fds, nfds})) return false;
+    if (!handle(c, h, buf_.data(), fds, nfds)) return false;
+    if (!c.failed.empty()) return bad(c, c.failed);
   }
 }
 
-bool DeviceServer::bad(const Conn& c, const Msg& m, const char* why) {
-  std::fprintf(stderr, "hcasim-device: protocol error from host %d: %s (message type %u, %u bytes)\n", c.host,
-               why, unsigned(m.h.type), m.h.len);
-  for (uint32_t i = 0; i < m.nfds; ++i) ::close(m.fds[i]);
+bool DeviceServer::bad(const Conn& c, const std::string& why) {
+  if (c.host >= 0)
+    std::fprintf(stderr, "hcasim-device: host %d (pid %d) disconnected: %s\n", c.host, int(c.pid),
+                 why.c_str());
+  else
+    std::fprintf(stderr, "hcasim-device: a connection of pid %d (no host yet) disconnected: %s\n", int(c.pid),
+                 why.c_str());
   return false;
 }
 
-model::Hca* DeviceServer::hca_of(const Conn& c, uint32_t i) {
-  return i < opt_.hcas_per_host ? &world_.hca(size_t(c.host) * opt_.hcas_per_host + i) : nullptr;
+model::Hca& DeviceServer::hca_of(const Conn& c, uint32_t i) {
+  return world_.hca(size_t(c.host) * opt_.hcas_per_host + i);
 }
 
-bool DeviceServer::handle(Conn& c, const Msg& m) {
-  if (m.h.type == MsgType::Hello) return on_hello(c, m);
-  if (m.nfds) return bad(c, m, "descriptors outside HELLO");
-  // Messages of any connection (a CLI asking for status has no host) ...
-  switch (m.h.type) {
+bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds) {
+  ConnState s;
+  s.host = c.host;
+  s.life = c.life;
+  s.n_hcas = opt_.hcas_per_host;
+  s.first_hca = c.host >= 0 ? uint32_t(c.host) * opt_.hcas_per_host : 0;
+  Request r;
+  const std::string why = check_request(h, p, nfds, s, r);
+  if (why.empty()) return dispatch(c, Msg{r, fds, nfds});
+  for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
+  return bad(c, why);
+}
+
+bool DeviceServer::dispatch(Conn& c, const Msg& m) {
+  switch (m.r.type) {
+    case MsgType::Hello: return on_hello(c, m);
     case MsgType::Attach: return on_attach(c, m);
     case MsgType::Status: return on_status(c);
     case MsgType::Stop: return on_stop(c);
     case MsgType::Control: return on_control(c, m);
-    default: break;
-  }
-  // ... and those of a host's connections.
-  if (c.host < 0) return bad(c, m, "request before HELLO/ATTACH");
-  switch (m.h.type) {
     case MsgType::Command: return on_command(c, m);
     case MsgType::Doorbell:
     case MsgType::DoorbellSync:
     case MsgType::DoorbellIrqs: return on_doorbell(c, m);
-    case MsgType::Leaving: return on_leaving(c, m);
+    case MsgType::Leaving: return on_leaving(c);
     case MsgType::Map:
     case MsgType::Unmap: return on_map(c, m);
     case MsgType::Wait: return on_wait(c);
     case MsgType::Trace: return on_trace(c, m);
-    default: return bad(c, m, "unknown message type");
   }
+  return bad(c, "unknown message type");  // check_request let none through
 }
 
 bool DeviceServer::on_hello(Conn& c, const Msg& m) {
-  HelloMsg hm{};
-  if (c.host >= 0 || !m.payload(hm)) return bad(c, m, "malformed or repeated HELLO");
-  hello(c, hm, m.fds, m.nfds);
+  hello(c, m.r.hello, m.fds, m.nfds);
   return true;
 }
 
 bool DeviceServer::on_attach(Conn& c, const Msg& m) {
-  AttachMsg am{};
-  if (c.host >= 0 || !m.payload(am)) return bad(c, m, "malformed ATTACH");
+  const AttachMsg& am = m.r.attach;
   StatusReply r{0};
   if (am.host < 0 || size_t(am.host) >= hosts_.size() || !hosts_[size_t(am.host)]->alive ||
       hosts_[size_t(am.host)]->token != am.token)
     r.status = EPERM;
   else
     c.host = am.host;
-  send_msg(c.fd, MsgType::Attach, &r, sizeof r);
+  reply(c, MsgType::Attach, &r, sizeof r);
+  if (r.status != 0) return bad(c, "ATTACH to host " + std::to_string(am.host) + " without its token");
   auto& e = sim::Engine::instance();
-  if (r.status == 0 && ++attached_ == 2 && e.clock_requested() == sim::ClockMode::Auto)
+  if (++attached_ == 2 && e.clock_requested() == sim::ClockMode::Auto)
     e.go_realtime("a second program thread or process uses the fabric");
-  return r.status == 0;
+  return true;
 }
 
 bool DeviceServer::on_status(Conn& c) {
   const std::string s = status_text();
-  send_msg(c.fd, MsgType::Status, s.data(), s.size());
+  reply(c, MsgType::Status, s.data(), s.size());
   return true;
 }
 
-bool DeviceServer::on_leaving(Conn& c, const Msg& m) {
-  if (!c.life) return bad(c, m, "LEAVING outside the host's HELLO connection");
+bool DeviceServer::on_leaving(Conn& c) {
   Host& h = *hosts_[size_t(c.host)];
   report_left_behind(h);
   h.left_reported = true;
   StatusReply r{0};
-  send_msg(c.fd, MsgType::Leaving, &r, sizeof r);
+  reply(c, MsgType::Leaving, &r, sizeof r);
   return true;
 }
 
@@ -412,14 +469,13 @@ void DeviceServer::report_left_behind(Host& h) {
 
 bool DeviceServer::on_stop(Conn& c) {
   StatusReply r{0};
-  send_msg(c.fd, MsgType::Stop, &r, sizeof r);
+  reply(c, MsgType::Stop, &r, sizeof r);
   stop_ = true;
   return true;
 }
 
 bool DeviceServer::on_control(Conn& c, const Msg& m) {
-  ControlMsg cm{};
-  if (!m.payload(cm)) return bad(c, m, "malformed CONTROL");
+  ControlMsg cm = m.r.control;
   cm.device[sizeof cm.device - 1] = 0;
   cm.name[sizeof cm.name - 1] = 0;
   ControlReply r{};
@@ -445,60 +501,80 @@ bool DeviceServer::on_control(Conn& c, const Msg& m) {
       break;
     default: r.rc = -1;
   }
-  send_msg(c.fd, MsgType::Control, &r, sizeof r, text.data(), text.size());
+  reply(c, MsgType::Control, &r, sizeof r, text.data(), text.size());
   return true;
 }
 
-template <typename T>
-model::Hca* DeviceServer::payload_hca(const Conn& c, const Msg& m, T& p) {
-  return m.payload(p) ? hca_of(c, p.hca) : nullptr;
-}
-
 bool DeviceServer::on_command(Conn& c, const Msg& m) {
-  CommandMsg cm{};
-  model::Hca* hca = payload_hca(c, m, cm);
-  if (!hca) return bad(c, m, "malformed COMMAND");
+  CommandMsg cm = m.r.command;
+  model::Hca& hca = hca_of(c, cm.hca);
   sim::Engine::instance().locked([&] {
     sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
-    hca->execute(cm.mb);
+    hca.execute(cm.mb);
   });
-  send_msg(c.fd, MsgType::Command, &cm.mb, sizeof cm.mb);
+  reply(c, MsgType::Command, &cm.mb, sizeof cm.mb);
   return true;
 }
 
 bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
-  DoorbellMsg dm{};
-  model::Hca* hca = payload_hca(c, m, dm);
-  if (!hca) return bad(c, m, "malformed DOORBELL");
+  const DoorbellMsg& dm = m.r.doorbell;
+  model::Hca& hca = hca_of(c, dm.hca);
   auto& e = sim::Engine::instance();
   e.locked([&] {
     e.sync_to_wall();  // realtime: at the wall-clock instant
-    hca->mmio_write(dm.offset, dm.value);
+    hca.mmio_write(dm.offset, dm.value);
     // Realtime: its next few microseconds (packets, ACK, CQE, interrupt) at once, as in-process.
     if (e.realtime() && dm.offset == hw::kUarSqDoorbell) e.run_ahead(sim::kLeadPs);
   });
-  if (m.h.type == MsgType::DoorbellSync) {
+  if (m.r.type == MsgType::DoorbellSync) {
     StatusReply r{0};
-    send_msg(c.fd, m.h.type, &r, sizeof r);
-  } else if (m.h.type == MsgType::DoorbellIrqs) {
+    reply(c, m.r.type, &r, sizeof r);
+  } else if (m.r.type == MsgType::DoorbellIrqs) {
     send_irqs(c, MsgType::DoorbellIrqs, true);
   }
   return true;
 }
 
-bool DeviceServer::on_map(Conn& c, const Msg& m) {
-  MapMsg mm{};
-  model::Hca* hca = payload_hca(c, m, mm);
-  if (!hca) return bad(c, m, "malformed MAP/UNMAP");
-  StatusReply r{0};
-  {
-    std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
-    if (m.h.type == MsgType::Map)
-      r.status = hca->iommu_map(mm.iova, reinterpret_cast<void*>(uintptr_t(mm.hva)), mm.len) ? 0 : EINVAL;
-    else
-      r.status = hca->iommu_unmap(mm.iova) ? 0 : EINVAL;
+namespace {
+/**
+ * Whether every page of [hva, hva+len) is readable in process @p pid: what pinning it for DMA
+ * needs on a real host (VFIO fails with EFAULT otherwise). One byte per page, read in batches.
+ */
+bool client_has(pid_t pid, uint64_t hva, uint64_t len) {
+  constexpr uint64_t kPage = 4096;
+  constexpr size_t kBatch = 1024;  // IOV_MAX
+  uint8_t sink[kBatch];
+  iovec local[kBatch], remote[kBatch];
+  for (uint64_t page = hva & ~(kPage - 1); page < hva + len;) {
+    size_t n = 0;
+    for (; n < kBatch && page < hva + len; ++n, page += kPage) {
+      local[n] = {&sink[n], 1};
+      remote[n] = {reinterpret_cast<void*>(uintptr_t(std::max(page, hva))), 1};
+    }
+    if (process_vm_readv(pid, local, n, remote, n, 0) != ssize_t(n)) return false;
   }
-  send_msg(c.fd, m.h.type, &r, sizeof r);
+  return true;
+}
+}  // namespace
+
+bool DeviceServer::on_map(Conn& c, const Msg& m) {
+  const MapMsg& mm = m.r.map;
+  model::Hca& hca = hca_of(c, mm.hca);
+  StatusReply r{0};
+  if (m.r.type == MsgType::Map && !client_has(hosts_[size_t(c.host)]->pid, mm.hva, mm.len)) {
+    std::fprintf(stderr,
+                 "hcasim-device: host %d (pid %d): MAP of 0x%" PRIx64 " bytes at address 0x%" PRIx64
+                 " refused (EFAULT): not all of it is mapped readable in the process\n",
+                 c.host, int(c.pid), mm.len, mm.hva);
+    r.status = EFAULT;
+  } else {
+    std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+    if (m.r.type == MsgType::Map)
+      r.status = hca.iommu_map(mm.iova, reinterpret_cast<void*>(uintptr_t(mm.hva)), mm.len) ? 0 : EINVAL;
+    else
+      r.status = hca.iommu_unmap(mm.iova) ? 0 : EINVAL;
+  }
+  reply(c, m.r.type, &r, sizeof r);
   return true;
 }
 
@@ -512,19 +588,14 @@ bool DeviceServer::on_wait(Conn& c) {
 }
 
 bool DeviceServer::on_trace(Conn& c, const Msg& m) {
-  TraceMsg tm{};
-  model::Hca* hca = payload_hca(c, m, tm);
-  if (!hca) return bad(c, m, "malformed TRACE");
-  std::string text(reinterpret_cast<const char*>(m.p) + sizeof tm, m.h.len - sizeof tm);
+  const TraceMsg& tm = m.r.trace;
+  model::Hca& hca = hca_of(c, tm.hca);
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
-  auto& t = hca->tracer();
+  auto& t = hca.tracer();
   if (!t.on()) return true;
   sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
-  // The kinds a driver traces: posts, interrupts, notes (a core hand-off).
-  if (tm.kind != model::TraceKind::Post && tm.kind != model::TraceKind::Interrupt &&
-      tm.kind != model::TraceKind::Note)
-    return bad(c, m, "malformed TRACE (kind)");
-  t.record(model::TraceUnit::Driver, tm.kind, tm.qpn, tm.has_wr != 0, tm.wr_id, tm.fields, std::move(text));
+  t.record(model::TraceUnit::Driver, tm.kind, tm.qpn, tm.has_wr != 0, tm.wr_id, tm.fields,
+           std::string(m.r.text, m.r.text_len));
   return true;
 }
 
@@ -533,7 +604,7 @@ void DeviceServer::send_irqs(Conn& c, MsgType type, bool progress) {
   r.progress = progress ? 1 : 0;
   for (uint32_t i = 0; i < opt_.hcas_per_host; ++i)
     r.irqs[i] = slots_[size_t(c.host) * opt_.hcas_per_host + i]->irqs;
-  send_msg(c.fd, type, &r, sizeof r);
+  reply(c, type, &r, sizeof r);
 }
 
 void DeviceServer::reply_wait(Conn& c, bool progress) {
@@ -676,8 +747,10 @@ int DeviceServer::run() {
       }
       if (pfds[0].revents & POLLIN) accept_conn();
     }
+    sweep();
     if (stop_) break;
     timeout_ns = progress();
+    sweep();  // a wait's reply that found its client not reading
   }
   // Whoever still waits is told nothing more will come.
   for (auto& c : conns_)

@@ -34,6 +34,7 @@
 
 #include "dma_engine.h"
 #include "protocol.h"
+#include "request.h"
 #include "world.h"
 
 namespace hcasim::fabric {
@@ -68,14 +69,16 @@ class DeviceServer {
   /** @brief Handle every queued message of @p c; false if the connection ended. */
   bool drain(Conn& c);
   struct Msg;
-  /** @brief Handle one message (one handler per type below); false if the connection ends. */
-  bool handle(Conn& c, const Msg& m);
+  /** @brief Check one message (request.h), then hand it to its handler; false if the connection ends. */
+  bool handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds);
+  /** @brief Hand an accepted message to its handler (one per type below); false if the connection ends. */
+  bool dispatch(Conn& c, const Msg& m);
   bool on_hello(Conn& c, const Msg& m);
   bool on_attach(Conn& c, const Msg& m);
   bool on_status(Conn& c);
   bool on_stop(Conn& c);
   /** @brief LEAVING: the host's process is ending; report what it leaves while its memory is there. */
-  bool on_leaving(Conn& c, const Msg& m);
+  bool on_leaving(Conn& c);
   /** @brief Hazard reports for the work @p h leaves behind (Hca::owner_gone_hazards). */
   void report_left_behind(Host& h);
   bool on_control(Conn& c, const Msg& m);
@@ -84,15 +87,21 @@ class DeviceServer {
   bool on_map(Conn& c, const Msg& m);
   bool on_wait(Conn& c);
   bool on_trace(Conn& c, const Msg& m);
-  /** @brief Report a protocol error, close the message's descriptors; returns false. */
-  static bool bad(const Conn& c, const Msg& m, const char* why);
-  /** @brief HCA @p i of @p c's host, or nullptr if the host has no such HCA. */
-  model::Hca* hca_of(const Conn& c, uint32_t i);
-  /** The payload of @p m into @p p, and the HCA (of @p c's host) it names; nullptr if either is bad. */
-  template <typename T>
-  model::Hca* payload_hca(const Conn& c, const Msg& m, T& p);
+  /** @brief Log why @p c is disconnected (one line naming its host and pid); returns false. */
+  static bool bad(const Conn& c, const std::string& why);
+  /**
+   * @brief Send a reply to @p c without ever blocking: a client that leaves its replies unread
+   * until they fill the connection's send buffer is marked to be disconnected (Conn::failed).
+   */
+  void reply(Conn& c, MsgType type, const void* a, size_t alen, const void* b = nullptr, size_t blen = 0);
+  /** @brief Close the connections marked failed (logged) or orphaned (their host is gone). */
+  void sweep();
+  /** @brief HCA @p i of @p c's host (request.h has checked that the host owns it). */
+  model::Hca& hca_of(const Conn& c, uint32_t i);
   /** @brief A HELLO: check it, give the process a host slot and its HCAs, answer. */
   void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
+  /** @brief Why HELLO's descriptors are not one interrupt eventfd; empty if they are. */
+  static std::string check_irq_fd(const int* fds, uint32_t nfds);
   /** @brief The host slot a HELLO asks for (or the first free one); nullptr with @p err, @p why. */
   Host* pick_host(const HelloMsg& m, int& err, std::string& why);
   /** @brief Wire @p h's HCAs to its process (memory, interrupts, port up); fill @p r's names. */

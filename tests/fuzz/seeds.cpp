@@ -12,6 +12,7 @@
 
 #include "hcasim/hca_hw.h"
 #include "hcasim/verbs/address.h"
+#include "protocol.h"
 #include "roce_packet.h"
 #include "store_tcp_protocol.h"
 
@@ -163,6 +164,68 @@ void addresses(const fs::path& dir) {
   write(dir, "ib_lid", a.bytes());
 }
 
+/** A fabric connection's stream (fabric_protocol_fuzz.cpp): HCAs per host, then datagrams. */
+class Stream {
+ public:
+  explicit Stream(uint8_t hcas_per_host) : b_{uint8_t(hcas_per_host - 1)} {}
+  template <class T>
+  Stream& msg(fabric::MsgType t, const T* p, size_t n = sizeof(T), bool fd = false) {
+    const fabric::MsgHeader h{t, uint32_t(n)};
+    const size_t len = sizeof h + n;
+    b_.push_back(fd ? 1 : 0);
+    b_.push_back(uint8_t(len));
+    b_.push_back(uint8_t(len >> 8));
+    const auto* hp = reinterpret_cast<const uint8_t*>(&h);
+    b_.insert(b_.end(), hp, hp + sizeof h);
+    if (n) b_.insert(b_.end(), reinterpret_cast<const uint8_t*>(p), reinterpret_cast<const uint8_t*>(p) + n);
+    return *this;
+  }
+  Stream& empty(fabric::MsgType t) { return msg<uint8_t>(t, nullptr, 0); }
+  const std::vector<uint8_t>& bytes() const { return b_; }
+
+ private:
+  std::vector<uint8_t> b_;
+};
+
+void fabric_protocol(const fs::path& dir) {
+  using fabric::MsgType;
+  const fabric::HelloMsg hello{fabric::kProtocolVersion, 1234, -1, 0};
+  const fabric::DoorbellMsg sq{0, hw::kUarSqDoorbell, uint64_t(0x010011) << 32 | 1};
+  const fabric::DoorbellMsg arm{0, hw::kUarCqArm, 1};
+  const fabric::MapMsg map{0, 0, 0x100000, 0x7f0000001000, 8192};
+  fabric::TraceMsg tr{};
+  tr.kind = trace::TraceKind::Post;
+  std::vector<uint8_t> trace(sizeof tr + 12);
+  std::memcpy(trace.data(), &tr, sizeof tr);
+  std::memcpy(trace.data() + sizeof tr, "post: SEND 1", 12);
+  fabric::CommandMsg cmd{};
+  // A host's life: HELLO (host 1 with one HCA: its QPNs are 0x01xxxx), doorbells, map, wait,
+  // a trace line, LEAVING.
+  write(dir, "host_life",
+        Stream(1)
+            .msg(MsgType::Hello, &hello, sizeof hello, true)
+            .msg(MsgType::Map, &map)
+            .msg(MsgType::Command, &cmd)
+            .msg(MsgType::Doorbell, &sq)
+            .msg(MsgType::DoorbellSync, &arm)
+            .msg(MsgType::DoorbellIrqs, &sq)
+            .empty(MsgType::Wait)
+            .msg(MsgType::Trace, trace.data(), trace.size())
+            .msg(MsgType::Unmap, &map)
+            .empty(MsgType::Leaving)
+            .bytes());
+  const fabric::AttachMsg attach{2, 0x1234};
+  const fabric::DoorbellMsg sq2{1, hw::kUarSqDoorbell, uint64_t(0x050011) << 32};  // host 2, HCA 1 of 2
+  write(dir, "attach_thread",
+        Stream(2).msg(MsgType::Attach, &attach).msg(MsgType::Doorbell, &sq2).empty(MsgType::Wait).bytes());
+  fabric::ControlMsg ctl{};
+  ctl.op = fabric::ControlOp::Counter;
+  std::strcpy(ctl.device, "hcasim0");
+  std::strcpy(ctl.name, "retransmits");
+  write(dir, "cli",
+        Stream(1).empty(MsgType::Status).msg(MsgType::Control, &ctl).empty(MsgType::Stop).bytes());
+}
+
 }  // namespace
 
 /** A CQE of every opcode the HCA writes (with its flags), each followed by an EQE. */
@@ -269,6 +332,7 @@ int main(int argc, char** argv) {
   cqes(root / "cqe");
   step_scripts(root / "step_script");
   store_streams(root / "tcp_store");
+  fabric_protocol(root / "fabric_protocol");
   std::printf("seed corpora written under %s\n", argv[1]);
   return 0;
 }
