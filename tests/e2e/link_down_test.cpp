@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: Apache-2.0
+// A scripted link fault (--faults link-down=HOST@T1..T2; here HCASIM_FAULTS, set per test before
+// the world starts): the port's state and the async events a program sees, and RC across it.
+// ibv_get_async_event(3): IBV_EVENT_PORT_ERR when the link goes down, IBV_EVENT_PORT_ACTIVE when
+// it comes back, both with element.port_num; ibv_query_port(3) reports IBV_PORT_DOWN in between.
+// rxe does the same when its netdev loses and regains carrier; mlx5 when the physical link does.
+// As on hardware, an outage shorter than the retry budget (retry_cnt x local ACK timeout) costs
+// only retransmissions; a longer one ends the sender's WR with IBV_WC_RETRY_EXC_ERR and the QP
+// in the error state. Built twice: two hosts on a cable (pulling it takes both ports down) and
+// four on a switch (only the named host's port goes down; the others' traffic goes on).
+#include <fcntl.h>
+
+#include <cstdlib>
+
+#include "verbs_fixture.h"
+
+namespace e2e {
+namespace {
+
+constexpr uint64_t kUs = 1000;  // ns
+constexpr uint64_t kMs = 1000 * kUs;
+
+/** The fixture with HCASIM_FAULTS set to @p Spec before the simulated world starts. */
+template <const char* Spec>
+class LinkDownAt : public VerbsFixture {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(setenv("HCASIM_FAULTS", Spec, 1), 0);
+    VerbsFixture::SetUp();
+  }
+  bool Switched() const { return ndev_ >= 4; }
+
+  /** The next async event of @p h (blocks; the device runs meanwhile). */
+  static ibv_async_event NextEvent(Host& h) {
+    ibv_async_event ev{};
+    EXPECT_EQ(ibv_get_async_event(h.ctx, &ev), 0) << h.name << ": ibv_get_async_event: " << strerror(errno);
+    ibv_ack_async_event(&ev);
+    return ev;
+  }
+  /** No async event is waiting for @p h. */
+  static bool NoEvent(Host& h) {
+    const int fl = fcntl(h.ctx->async_fd, F_GETFL);
+    fcntl(h.ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+    ibv_async_event ev{};
+    const int r = ibv_get_async_event(h.ctx, &ev);
+    fcntl(h.ctx->async_fd, F_SETFL, fl);
+    if (r == 0) ibv_ack_async_event(&ev);
+    return r != 0 && errno == EAGAIN;
+  }
+  static ibv_port_attr Port(Host& h) {
+    ibv_port_attr pa{};
+    EXPECT_EQ(ibv_query_port(h.ctx, 1, &pa), 0) << h.name;
+    return pa;
+  }
+
+  /**
+   * Messages from @p x to @p y, one at a time, each checked byte for byte on arrival, until
+   * simulated time passes @p until_ns; returns how many went. A failed send stops it: @p failed
+   * gets its completion.
+   */
+  int Stream(Host& x, Host& y, uint64_t until_ns, ibv_wc* failed = nullptr) {
+    constexpr uint32_t kLen = 4000;
+    int m = 0;
+    while (sim_now_ns() < until_ns) {
+      fill_pattern(x.buf, kLen, uint32_t(m) + 1);
+      std::memset(y.buf, 0, kLen);
+      EXPECT_EQ(PostRecv(y, uint64_t(m), {y.sge(0, kLen)}), 0);
+      EXPECT_EQ(PostSend(x, uint64_t(m), IBV_WR_SEND, {x.sge(0, kLen)}), 0);
+      ibv_wc wc{};
+      EXPECT_TRUE(PollOne(x.scq, wc));
+      if (wc.status != IBV_WC_SUCCESS) {
+        if (failed) *failed = wc;
+        return m;
+      }
+      EXPECT_TRUE(wc_is(wc, WcExpect{uint64_t(m), IBV_WC_SEND, x.qp->qp_num}));
+      ibv_wc rc{};
+      EXPECT_TRUE(PollOne(y.rcq, rc));
+      EXPECT_TRUE(wc_is(rc, WcExpect{uint64_t(m), IBV_WC_RECV, y.qp->qp_num, kLen})) << "message " << m;
+      const auto want = make_pattern(kLen, uint32_t(m) + 1);
+      EXPECT_TRUE(same_bytes(y.buf, want.data(), kLen, "SEND payload")) << "message " << m;
+      if (::testing::Test::HasFailure()) return m;
+      ++m;
+    }
+    return m;
+  }
+
+  /** Opens @p h on device @p i with the fixture's options (closed by Close). */
+  void Open(Host& h, int i, const Options& o) { OpenHost(h, device(i), o); }
+  static void Close(Host& h) {
+    if (h.qp) EXPECT_EQ(ibv_destroy_qp(h.qp), 0);
+    if (h.mr) EXPECT_EQ(ibv_dereg_mr(h.mr), 0);
+    if (h.scq) EXPECT_EQ(ibv_destroy_cq(h.scq), 0);
+    if (h.channel) EXPECT_EQ(ibv_destroy_comp_channel(h.channel), 0);
+    if (h.pd) EXPECT_EQ(ibv_dealloc_pd(h.pd), 0);
+    if (h.ctx) EXPECT_EQ(ibv_close_device(h.ctx), 0);
+    free(h.buf);
+    h = Host{};
+  }
+};
+
+// hcasim1's link is down from 2 ms to 4 ms of simulated time.
+constexpr char kWindow[] = "link-down=hcasim1@2ms..4ms";
+using LinkDownEvents = LinkDownAt<kWindow>;
+
+TEST_F(LinkDownEvents, PortErrThenPortActiveAndThePortStateFollows) {
+  ASSERT_TRUE(sim_present()) << "this test needs the simulator's link faults";
+  ASSERT_NO_FATAL_FAILURE(Build());
+  ASSERT_LT(sim_now_ns(), 2 * kMs) << "the setup ran past the link-down";
+  for (Host* h : {&a_, &b_}) {
+    const ibv_port_attr pa = Port(*h);
+    EXPECT_EQ(pa.state, IBV_PORT_ACTIVE) << h->name;
+    EXPECT_EQ(pa.phys_state, 5) << h->name << ": LINK_UP";
+  }
+  // At 2 ms: PORT_ERR, for port 1.
+  ibv_async_event ev = NextEvent(b_);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR) << ibv_event_type_str(ev.event_type);
+  EXPECT_EQ(ev.element.port_num, 1);
+  const uint64_t down_at = sim_now_ns();
+  EXPECT_GE(down_at, 2 * kMs);
+  EXPECT_LT(down_at, 3 * kMs);
+  ibv_port_attr pa = Port(b_);
+  EXPECT_EQ(pa.state, IBV_PORT_DOWN);
+  EXPECT_EQ(pa.phys_state, 2) << "POLLING: no link partner";
+  EXPECT_STREQ(ibv_port_state_str(pa.state), "down");
+  // On a cable the other end loses its link too; on a switch hcasim0's own link stays up.
+  if (Switched()) {
+    EXPECT_EQ(Port(a_).state, IBV_PORT_ACTIVE);
+    EXPECT_TRUE(NoEvent(a_)) << "hcasim0's port did not change";
+  } else {
+    EXPECT_EQ(Port(a_).state, IBV_PORT_DOWN);
+    ev = NextEvent(a_);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR) << ibv_event_type_str(ev.event_type);
+    EXPECT_EQ(ev.element.port_num, 1);
+  }
+  // At 4 ms: PORT_ACTIVE, and the port is ACTIVE again.
+  ev = NextEvent(b_);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ACTIVE) << ibv_event_type_str(ev.event_type);
+  EXPECT_EQ(ev.element.port_num, 1);
+  EXPECT_GE(sim_now_ns(), 4 * kMs);
+  pa = Port(b_);
+  EXPECT_EQ(pa.state, IBV_PORT_ACTIVE);
+  EXPECT_EQ(pa.phys_state, 5);
+  if (!Switched()) {
+    ev = NextEvent(a_);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ACTIVE) << ibv_event_type_str(ev.event_type);
+  }
+  EXPECT_TRUE(NoEvent(b_)) << "one PORT_ERR and one PORT_ACTIVE, nothing more";
+  EXPECT_EQ(sim_counter(Dev(b_), "link_changes"), 2u);
+  EXPECT_EQ(QpState(a_), IBV_QPS_RTS) << "a link going down leaves QPs alone";
+}
+
+// 2 ms down against a budget of 8 local ACK timeouts of ~1 ms: retransmissions hide it.
+constexpr char kShort[] = "link-down=hcasim1@1ms..3ms";
+using ShortLinkDown = LinkDownAt<kShort>;
+
+TEST_F(ShortLinkDown, RcRetransmitsAndDeliversEveryMessageExactlyOnce) {
+  ASSERT_TRUE(sim_present()) << "this test needs the simulator's link faults";
+  Options o;
+  o.timeout = 8;  // 4.096 us * 2^8 = 1.05 ms
+  o.retry_cnt = 7;
+  o.separate_cqs = true;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  const int sent = Stream(a_, b_, 5 * kMs);
+  EXPECT_GT(sent, 10);
+  EXPECT_TRUE(NoCompletion(b_.rcq, 200)) << "a message arrived twice";
+  EXPECT_EQ(QpState(a_), IBV_QPS_RTS);
+  EXPECT_GT(sim_counter(Dev(a_), "link_down_losses") + sim_counter(Dev(b_), "link_down_losses"), 0u);
+  EXPECT_GT(sim_counter(Dev(a_), "retransmits"), 0u) << "the outage cost no retransmission";
+  std::printf("%d messages across a 2 ms link-down; %llu frames lost to it, %llu retransmits\n", sent,
+              (unsigned long long)(sim_counter(Dev(a_), "link_down_losses") +
+                                   sim_counter(Dev(b_), "link_down_losses")),
+              (unsigned long long)sim_counter(Dev(a_), "retransmits"));
+}
+
+// Down for good from 1 ms, against a budget of 3 local ACK timeouts of ~1 ms.
+constexpr char kLong[] = "link-down=hcasim1@1ms";
+using LongLinkDown = LinkDownAt<kLong>;
+
+TEST_F(LongLinkDown, RcSenderGetsRetryExceededAndTheQpGoesToError) {
+  ASSERT_TRUE(sim_present()) << "this test needs the simulator's link faults";
+  Options o;
+  o.timeout = 8;  // 1.05 ms
+  o.retry_cnt = 2;
+  o.separate_cqs = true;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  ibv_wc failed{};
+  failed.status = IBV_WC_SUCCESS;
+  const int sent = Stream(a_, b_, 50 * kMs, &failed);
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GT(sent, 0) << "messages before the link went down";
+  ASSERT_EQ(failed.status, IBV_WC_RETRY_EXC_ERR) << describe(failed);
+  EXPECT_EQ(failed.wr_id, uint64_t(sent)) << "the first message after the link went down";
+  const uint64_t at = sim_now_ns();
+  const uint64_t timeout_ns = 4096ull * (1u << 8);
+  EXPECT_GE(at, 1 * kMs + 2 * timeout_ns) << "gave up before its retries ran out";
+  EXPECT_LE(at, 1 * kMs + 5 * timeout_ns) << "kept retrying past its budget";
+  EXPECT_EQ(QpState(a_), IBV_QPS_ERR);
+  // The QP is in error: a new WR completes flushed.
+  ASSERT_EQ(PostSend(a_, 999, IBV_WR_SEND, {a_.sge(0, 8)}), 0);
+  ibv_wc wc{};
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << describe(wc);
+  // The receiver took every message before the outage once; the lost one never arrived.
+  EXPECT_TRUE(NoCompletion(b_.rcq, 200));
+  ibv_async_event ev{};
+  if (!Switched()) {
+    ev = NextEvent(a_);
+    EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR) << ibv_event_type_str(ev.event_type);
+  }
+  ev = NextEvent(b_);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_PORT_ERR) << ibv_event_type_str(ev.event_type);
+}
+
+// On a switch: hcasim1's link goes down for good; hcasim2 and hcasim3 talk on as if nothing happened.
+constexpr char kOneOfFour[] = "link-down=hcasim1@1ms";
+using LinkDownOnSwitch = LinkDownAt<kOneOfFour>;
+
+TEST_F(LinkDownOnSwitch, OtherHostsTrafficIsUnaffected) {
+  ASSERT_TRUE(sim_present()) << "this test needs the simulator's link faults";
+  if (!Switched()) GTEST_SKIP() << "needs four hosts on a switch (HCASIM_HOSTS=4)";
+  Options o;
+  o.timeout = 8;
+  o.retry_cnt = 2;
+  o.separate_cqs = false;
+  o.connect = true;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  Host c, d;
+  ASSERT_NO_FATAL_FAILURE(Open(c, 2, o));
+  ASSERT_NO_FATAL_FAILURE(Open(d, 3, o));
+  ASSERT_EQ(ToInit(c), 0);
+  ASSERT_EQ(ToInit(d), 0);
+  ASSERT_EQ(ToRtr(c, d), 0);
+  ASSERT_EQ(ToRtr(d, c), 0);
+  ASSERT_EQ(ToRts(c), 0);
+  ASSERT_EQ(ToRts(d), 0);
+  // hcasim0 -> hcasim1 fails once hcasim1's link is gone ...
+  ibv_wc failed{};
+  Stream(a_, b_, 50 * kMs, &failed);
+  EXPECT_EQ(failed.status, IBV_WC_RETRY_EXC_ERR) << describe(failed);
+  // ... while hcasim2 -> hcasim3 goes on, every message once, without a single retransmission.
+  const int sent = Stream(c, d, sim_now_ns() + 3 * kMs);
+  EXPECT_GT(sent, 10);
+  EXPECT_EQ(sim_counter(Dev(c), "retransmits"), 0u);
+  EXPECT_EQ(sim_counter(Dev(c), "link_down_losses") + sim_counter(Dev(d), "link_down_losses"), 0u);
+  EXPECT_GT(sim_counter(Dev(a_), "link_down_losses"), 0u);
+  EXPECT_EQ(Port(c).state, IBV_PORT_ACTIVE);
+  EXPECT_EQ(Port(a_).state, IBV_PORT_ACTIVE);
+  EXPECT_EQ(Port(b_).state, IBV_PORT_DOWN);
+  EXPECT_TRUE(NoEvent(c)) << "hcasim2's port never changed";
+  EXPECT_TRUE(NoEvent(a_)) << "hcasim0's port never changed";
+  Close(c);
+  Close(d);
+}
+
+}  // namespace
+}  // namespace e2e
