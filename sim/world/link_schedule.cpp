@@ -9,7 +9,12 @@ LinkSchedule::LinkSchedule(const FaultSpec& spec, std::vector<model::Hca*> hcas,
       }) {
   for (const LinkDownClause& l : spec.link_downs) {
     if (l.host >= hcas_.size()) continue;  // the spec was checked against these hosts
-    changes_.push(l.down_ps, Change{l.host, false, l.up_ps});
+    // Down from the start: down before any program looks (a timed change at 0 would wait for
+    // the first verbs call that lets time run, and a program that never waits would miss it).
+    if (l.down_ps <= model::now_ps())
+      apply(Change{l.host, false, l.up_ps});
+    else
+      changes_.push(l.down_ps, Change{l.host, false, l.up_ps});
     if (l.up_ps != LinkDownClause::kForever) changes_.push(l.up_ps, Change{l.host, true, 0});
   }
 }
