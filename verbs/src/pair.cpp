@@ -494,8 +494,23 @@ void Pair::rearm() {
     throwSystemError(label_ + ": ibv_req_notify_cq", rc);
 }
 
+void PairGroup::fail(const std::string& what) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!error_.empty()) return;
+  error_ = what;
+  failed_.store(true, std::memory_order_release);
+}
+
+std::string PairGroup::error() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return error_;
+}
+
 void Pair::fail(const std::string& what) {
-  if (error_.empty()) error_ = label_ + ": " + what;
+  if (error_.empty()) {
+    error_ = label_ + ": " + what;
+    if (group_) group_->fail(error_);
+  }
   cv_.notify_all();
 }
 
@@ -538,6 +553,8 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
   for (;;) {
     if (pred()) return;
     throwIfFailed();
+    if (group_ && group_->failed())
+      throw IoError(label_ + ": gave up waiting for " + what + ": another pair failed: " + group_->error());
     const auto now = Clock::now();
     if (now >= dl) {
       throw TimeoutError(
@@ -566,7 +583,8 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
       // close the arm/poll race); the loop thread wakes us.
       pollLocked();
       if (pred() || !error_.empty()) continue;
-      cv_.wait_until(lk, dl);
+      // Bounded: a failure on another pair of the group does not notify our cv_.
+      cv_.wait_until(lk, std::min(dl, Clock::now() + std::chrono::milliseconds(50)));
     }
   }
 }
