@@ -66,7 +66,8 @@ void KernelDevice::add_port_listener(EventTarget* t) {
 }
 void KernelDevice::remove_port_listener(EventTarget* t) {
   std::lock_guard<std::mutex> g(mu_);
-  port_listeners_.erase(std::remove(port_listeners_.begin(), port_listeners_.end(), t), port_listeners_.end());
+  port_listeners_.erase(std::remove(port_listeners_.begin(), port_listeners_.end(), t),
+                        port_listeners_.end());
 }
 
 int KernelDevice::query_port(uint8_t port, hw::PortInfo& out) {

@@ -41,16 +41,15 @@ void EqUnit::write(uint32_t eqn, Eq& eq, const hw::Eqe& e, hw::EqeType type, uin
   BtResult t =
       bt_.translate(eq.eqc.buf, uint64_t(eq.pi & (size - 1)) * hw::kEqeSize, eq.cursor, kTraceNone, "eq");
   if (!t.ok) return;
-  HCASIM_TRACE(
-      tracer_, Eq, EqeWrite, kTraceNone,
-      TraceFields()
-          .set_queue(eqn)
-          .set_index(eq.pi + 1)
-          .set_opcode(uint16_t(type))
-          .set_peer_qpn(resource)
-          .set_status(sub_type),
-      "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u", eqn, eq.pi & (size - 1), unsigned(type), resource,
-      owner);
+  HCASIM_TRACE(tracer_, Eq, EqeWrite, kTraceNone,
+               TraceFields()
+                   .set_queue(eqn)
+                   .set_index(eq.pi + 1)
+                   .set_opcode(uint16_t(type))
+                   .set_peer_qpn(resource)
+                   .set_status(sub_type),
+               "EQ %u EQE[%u] type=0x%02x resource=0x%x owner=%u", eqn, eq.pi & (size - 1), unsigned(type),
+               resource, owner);
   dma_.write(t.dma, &e, sizeof e, kTraceNone, "eqe", true);
   ++eq.pi;
   ++eqes_;

@@ -72,7 +72,8 @@ class EqUnit {
     BufferCursor cursor;
   };
   void raise(Eq& eq);
-  /** @brief Write EQE @p e (of @p type, about @p resource; port changes: @p sub_type) into @p eq's ring and raise it. */
+  /** @brief Write EQE @p e (of @p type, about @p resource; port changes: @p sub_type) into @p eq's ring and
+   * raise it. */
   void write(uint32_t eqn, Eq& eq, const hw::Eqe& e, hw::EqeType type, uint32_t resource, uint16_t sub_type);
 
   DmaEngine& dma_;

@@ -127,12 +127,14 @@ std::string ExplainSink::async_event(const model::TraceEvent& ev) const {
       break;
     case E::PortChange:
       if (hw::PortChangeSubtype(ev.f.status) == hw::PortChangeSubtype::Down)
-        return who(ev) + model::strprintf(
-                             ": asynchronous event IBV_EVENT_PORT_ERR: port %u's link went down (frames across "
-                             "it are lost until it comes back; RC retries, then fails with RETRY_EXC_ERR)",
-                             ev.f.peer_qpn);
-      return who(ev) + model::strprintf(": asynchronous event IBV_EVENT_PORT_ACTIVE: port %u's link is up again",
-                                        ev.f.peer_qpn);
+        return who(ev) +
+               model::strprintf(
+                   ": asynchronous event IBV_EVENT_PORT_ERR: port %u's link went down (frames across "
+                   "it are lost until it comes back; RC retries, then fails with RETRY_EXC_ERR)",
+                   ev.f.peer_qpn);
+      return who(ev) +
+             model::strprintf(": asynchronous event IBV_EVENT_PORT_ACTIVE: port %u's link is up again",
+                              ev.f.peer_qpn);
     default: return {};  // completions and the informational events (COMM_EST, SQ_DRAINED, SRQ, LAST_WQE)
   }
   std::string s = who(ev) + ": asynchronous event " + what;

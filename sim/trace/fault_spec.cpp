@@ -14,7 +14,7 @@ namespace {
 constexpr const char* kFaults =
     "loss=P, duplicate=P, reorder=P, corrupt=P (P from 0 to 1), delay=T[..T] or link-down=H@T1[..T2]";
 constexpr const char* kScopes = "host=H, dir=tx|rx, qpn=Q, op=send|write|read|atomic|ack";
-constexpr uint64_t kMaxDelayPs = 100'000'000'000ull;             // 100 ms
+constexpr uint64_t kMaxDelayPs = 100'000'000'000ull;                 // 100 ms
 constexpr uint64_t kMaxLinkTimePs = 3600ull * 1'000'000'000'000ull;  // an hour
 constexpr const char* kLinkDown = "link-down=";
 
@@ -163,8 +163,9 @@ bool parse_link_down(const std::string& v, LinkDownClause& l, std::string& err,
   const std::string host = v.substr(0, at), times = v.substr(at + 1);
   if (!parse_rule_host(host, names, l.host)) {
     err = "bad host '" + host + "' (" +
-          (names.empty() ? std::string("a host index")
-                         : names.front() + ".." + names.back() + ", or 0.." + std::to_string(names.size() - 1)) +
+          (names.empty()
+               ? std::string("a host index")
+               : names.front() + ".." + names.back() + ", or 0.." + std::to_string(names.size() - 1)) +
           ")";
     return false;
   }
@@ -173,8 +174,8 @@ bool parse_link_down(const std::string& v, LinkDownClause& l, std::string& err,
   if (dots == std::string::npos) return true;  // down for good
   if (!link_time(times.substr(dots + 2), "up time", l.up_ps, err)) return false;
   if (l.up_ps > l.down_ps) return true;
-  err = "the link must come back after it goes down (T2 " + times.substr(dots + 2) + " is not later than T1 " +
-        times.substr(0, dots) + ")";
+  err = "the link must come back after it goes down (T2 " + times.substr(dots + 2) +
+        " is not later than T1 " + times.substr(0, dots) + ")";
   return false;
 }
 
@@ -233,7 +234,8 @@ bool FaultSpec::parse_text(const std::string& text, const std::string& spec, std
                            const std::vector<std::string>& host_names) {
   std::string why;
   if (text.empty()) {
-    err = "empty clause in '" + spec + "' (clauses: " + kFaults + "; each but link-down optionally @" + kScopes + ")";
+    err = "empty clause in '" + spec + "' (clauses: " + kFaults + "; each but link-down optionally @" +
+          kScopes + ")";
     return false;
   }
   if (text.rfind(kLinkDown, 0) == 0) {

@@ -4,9 +4,10 @@
 namespace hcasim::sim {
 
 LinkSchedule::LinkSchedule(const FaultSpec& spec, std::vector<model::Hca*> hcas, bool cable)
-    : hcas_(std::move(hcas)), cable_(cable), down_(hcas_.size(), 0), changes_("link.schedule", [this](Change& c) {
-        apply(c);
-      }) {
+    : hcas_(std::move(hcas)),
+      cable_(cable),
+      down_(hcas_.size(), 0),
+      changes_("link.schedule", [this](Change& c) { apply(c); }) {
   for (const LinkDownClause& l : spec.link_downs) {
     if (l.host >= hcas_.size()) continue;  // the spec was checked against these hosts
     // Down from the start: down before any program looks (a timed change at 0 would wait for

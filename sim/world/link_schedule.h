@@ -7,11 +7,11 @@
  * At each change the schedule traces a fault event (unit wire, on host H) and tells H's HCA
  * (Hca::set_link), which changes the port's state and raises the port-change event the program
  * sees as IBV_EVENT_PORT_ERR / IBV_EVENT_PORT_ACTIVE. Two hosts share one cable: when it goes
- * down both ports lose their link (as when a cable is pulled); on a switch only H's port does. While a link is down, the world's
- * FaultyWire loses every frame that would cross it (to or from H) and counts it in the sender's
- * link_down_losses. Real HCAs do the same: rxe reports PORT_ERR/PORT_ACTIVE when its netdev loses
- * or regains carrier, mlx5 when the physical link does; neither moves QPs to an error state by
- * itself: RC requesters retry until their budget (retry_cnt x local ACK timeout) runs out.
+ * down both ports lose their link (as when a cable is pulled); on a switch only H's port does. While a link
+ * is down, the world's FaultyWire loses every frame that would cross it (to or from H) and counts it in the
+ * sender's link_down_losses. Real HCAs do the same: rxe reports PORT_ERR/PORT_ACTIVE when its netdev loses or
+ * regains carrier, mlx5 when the physical link does; neither moves QPs to an error state by itself: RC
+ * requesters retry until their budget (retry_cnt x local ACK timeout) runs out.
  */
 #pragma once
 

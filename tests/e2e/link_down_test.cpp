@@ -48,7 +48,8 @@ class LinkDownAt : public VerbsFixture {
     const uint64_t now = sim_now_ns(), t0 = t0_ns();
     return now > t0 ? now - t0 : 0;
   }
-  /** Hosts on a switch: four of them, or a fabric (LINK_DOWN_SWITCH=1: its device holds more HCAs than the test sees). */
+  /** Hosts on a switch: four of them, or a fabric (LINK_DOWN_SWITCH=1: its device holds more HCAs than the
+   * test sees). */
   bool Switched() const { return ndev_ >= 4 || getenv("LINK_DOWN_SWITCH"); }
 
   /** The next async event of @p h (blocks; the device runs meanwhile). */

@@ -70,8 +70,8 @@ void faults(const std::string& spec) {
                (unsigned long long)l.up_ps);
     for (size_t j = 0; j < i; ++j) {
       const LinkDownClause& o = f.link_downs[j];
-      FUZZ_CHECK(o.host != l.host || l.up_ps <= o.down_ps || o.up_ps <= l.down_ps, "overlapping windows of host %u",
-                 l.host);
+      FUZZ_CHECK(o.host != l.host || l.up_ps <= o.down_ps || o.up_ps <= l.down_ps,
+                 "overlapping windows of host %u", l.host);
     }
   }
 }

@@ -152,7 +152,8 @@ TEST(FaultSpec, HostIndexWithoutNamesTakesAnyNumber) {
 }
 
 TEST(FaultSpec, LinkDownWindowsByNameOrIndex) {
-  const FaultSpec s = parse_ok("link-down=hcasim1@10us..200us,loss=0.01,link-down=2@1.5ms,link-down=1@1ms..2s");
+  const FaultSpec s =
+      parse_ok("link-down=hcasim1@10us..200us,loss=0.01,link-down=2@1.5ms,link-down=1@1ms..2s");
   ASSERT_EQ(s.link_downs.size(), 3u);
   ASSERT_EQ(s.clauses.size(), 1u);
   EXPECT_EQ(s.link_downs[0].host, 1u);
@@ -194,7 +195,8 @@ TEST(FaultSpec, BadLinkDowns) {
       {"link-down=1@-1us..20us", "bad down time '-1us'"},
       {"link-down=1@2h", "bad down time '2h'"},
       {"link-down=1@3601s", "up to an hour"},
-      {"link-down=1@200us..10us", "the link must come back after it goes down (T2 10us is not later than T1 200us)"},
+      {"link-down=1@200us..10us",
+       "the link must come back after it goes down (T2 10us is not later than T1 200us)"},
       {"link-down=1@10us..10us", "T2 10us is not later than T1 10us"},
       {"link-down=1@10us..20us@host=1", "bad up time '20us@host=1'"},
       {"link-down=1@10us..50us,link-down=hcasim1@40us", "overlaps an earlier link-down of the same host"},
@@ -206,7 +208,8 @@ TEST(FaultSpec, BadLinkDowns) {
     EXPECT_NE(e.find("clause 'link-down="), std::string::npos) << e;
   }
   // Windows of different hosts may overlap; back-to-back windows of one host too.
-  EXPECT_EQ(parse_ok("link-down=1@10us..50us,link-down=2@20us..60us,link-down=1@50us..70us").link_downs.size(), 3u);
+  EXPECT_EQ(
+      parse_ok("link-down=1@10us..50us,link-down=2@20us..60us,link-down=1@50us..70us").link_downs.size(), 3u);
   // Seconds are for link times only: a delay stays within 100 ms.
   EXPECT_NE(parse_err("delay=1s").find("bad delay"), std::string::npos);
 }

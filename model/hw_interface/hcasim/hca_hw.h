@@ -253,7 +253,7 @@ enum class PortChangeSubtype : uint8_t {
 
 /** @brief 64-byte event queue entry. */
 struct Eqe {
-  uint8_t type;  ///< EqeType
+  uint8_t type;      ///< EqeType
   uint8_t sub_type;  ///< PortChangeSubtype for port events, else 0
   uint8_t rsvd0[2];
   uint32_t resource;   ///< BE: CQN for completion/CQ events, QPN for QP events, port for port events
