@@ -144,7 +144,7 @@ TEST_F(LinkDownEvents, PortErrThenPortActiveAndThePortStateFollows) {
   EXPECT_EQ(ev.element.port_num, 1);
   const uint64_t down_at = Now();
   EXPECT_GE(down_at, 2 * kMs);
-  EXPECT_LT(down_at, 3 * kMs);
+  EXPECT_LT(down_at, 4 * kMs) << "seen while the link is down (at once in-process; a fabric delivers later)";
   ibv_port_attr pa = Port(b_);
   EXPECT_EQ(pa.state, IBV_PORT_DOWN);
   EXPECT_EQ(pa.phys_state, 2) << "POLLING: no link partner";

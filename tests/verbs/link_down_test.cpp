@@ -45,7 +45,7 @@ Outcome runRank(int r, HashStore& store) {
     ContextOptions co;
     co.pair.qpTimeout = 10;  // 4.096 us * 2^10 = 4.2 ms; retry budget 4 x 4.2 ms
     co.pair.retryCnt = 3;
-    co.pair.timeout = std::chrono::milliseconds(5000);  // a peer that stopped answering
+    co.pair.timeout = std::chrono::milliseconds(10000);  // a peer that stopped answering (and the setup)
     Context ctx(r, kRanks, dev, co);
     ctx.connectFullMesh(store);
     std::vector<int64_t> v(kCount);
@@ -106,9 +106,15 @@ TEST(LinkDown, AllreduceGivesEveryRankAClearErrorNamingThePeer) {
       EXPECT_NE(o.what.find("timed out after"), std::string::npos) << o.what;
     }
   }
-  // hcasim1 itself can reach nobody: its own sends run out of retries.
-  EXPECT_EQ(outs[kDownRank].kind, "IoError") << outs[kDownRank].what;
-  EXPECT_NE(outs[kDownRank].what.find(retryExceeded), std::string::npos) << outs[kDownRank].what;
-  EXPECT_GE(retry_errors, 2) << "hcasim1 and at least one rank sending to it";
-  std::printf("every rank ended with an error %.1f s (wall) after the start\n", secs);
+  // hcasim1 itself can reach nobody: its own sends run out of retries, or, if it had nothing in
+  // flight, its wait times out and says its port is down.
+  const Outcome& down = outs[kDownRank];
+  if (down.kind == "IoError")
+    EXPECT_NE(down.what.find(retryExceeded), std::string::npos) << down.what;
+  else
+    EXPECT_NE(down.what.find("; hcasim1 port 1 is down"), std::string::npos) << down.what;
+  // Which other ranks see a retry-exceeded completion of their own depends on what they had in
+  // flight when the link went down; the others time out naming the pair they waited on.
+  std::printf("every rank ended with an error %.1f s (wall) after the start; %d with a WC status\n", secs,
+              retry_errors);
 }

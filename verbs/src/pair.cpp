@@ -514,6 +514,14 @@ void Pair::fail(const std::string& what) {
   cv_.notify_all();
 }
 
+std::string Pair::portNote() const {
+  // A waiting receiver whose own link went down sees no error completion (it has nothing in
+  // flight); its port state is the clue.
+  ibv_port_attr pa{};
+  if (ibv_query_port(dev_->context(), dev_->port(), &pa) != 0 || pa.state == IBV_PORT_ACTIVE) return "";
+  return "; " + dev_->name() + " port " + std::to_string(dev_->port()) + " is " + ibv_port_state_str(pa.state);
+}
+
 void Pair::throwIfFailed() const {
   if (!error_.empty()) throw IoError(error_);
 }
@@ -560,7 +568,7 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
       throw TimeoutError(
           label_ + ": timed out after " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()) +
-          " ms waiting for " + what + " (" + state_locked() + ")");
+          " ms waiting for " + what + " (" + state_locked() + ")" + portNote());
     }
     if (!event_) {
       lk.unlock();

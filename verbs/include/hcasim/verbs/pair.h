@@ -203,6 +203,8 @@ class Pair {
   void rearm();
   void fail(const std::string& what);
   void throwIfFailed() const;
+  /** @brief "; hcasim1 port 1 is down" when the device's port is not active, else empty (timeouts). */
+  std::string portNote() const;
   std::string describeWc(const ibv_wc& wc) const;
   std::string state_locked() const;
 
