@@ -5,7 +5,8 @@
 // with a clear error naming a peer, never hang and never return a wrong result: the ranks whose
 // sends cross the dead link get an IoError with the WC status (retry exceeded); a rank whose own
 // link is fine but whose peers stopped answering gets its own retry-exceeded error or a
-// TimeoutError naming the pair it waited on.
+// TimeoutError naming the pair it waited on (hcasim1 itself, if it had nothing in flight, a
+// TimeoutError saying its port is down).
 #include <cstdlib>
 #include <cstring>
 #include <regex>
