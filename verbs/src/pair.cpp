@@ -519,7 +519,8 @@ std::string Pair::portNote() const {
   // flight); its port state is the clue.
   ibv_port_attr pa{};
   if (ibv_query_port(dev_->context(), dev_->port(), &pa) != 0 || pa.state == IBV_PORT_ACTIVE) return "";
-  return "; " + dev_->name() + " port " + std::to_string(dev_->port()) + " is " + ibv_port_state_str(pa.state);
+  return "; " + dev_->name() + " port " + std::to_string(dev_->port()) + " is " +
+         ibv_port_state_str(pa.state);
 }
 
 void Pair::throwIfFailed() const {
