@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kernel_device.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +60,23 @@ void KernelDevice::remove_srq(uint32_t srqn) {
   std::lock_guard<std::mutex> g(mu_);
   srqs_.erase(srqn);
 }
+void KernelDevice::add_port_listener(EventTarget* t) {
+  std::lock_guard<std::mutex> g(mu_);
+  port_listeners_.push_back(t);
+}
+void KernelDevice::remove_port_listener(EventTarget* t) {
+  std::lock_guard<std::mutex> g(mu_);
+  port_listeners_.erase(std::remove(port_listeners_.begin(), port_listeners_.end(), t),
+                        port_listeners_.end());
+}
+
+int KernelDevice::query_port(uint8_t port, hw::PortInfo& out) {
+  hw::CmdMailbox mb = hw::make_cmd(hw::CmdOpcode::QueryPort, port);
+  const int r = command(mb);
+  if (r == 0) out = hw::cmd_out<hw::PortInfo>(mb);
+  return r;
+}
+
 void KernelDevice::remove_cq(uint32_t cqn) {
   std::lock_guard<std::mutex> g(mu_);
   cqs_.erase(cqn);
@@ -93,6 +111,9 @@ void KernelDevice::isr(uint32_t /*vector*/) {
     } else if (type == hw::EqeType::CqError) {
       auto it = cqs_.find(res);
       if (it != cqs_.end()) it->second->async_event(type);
+    } else if (type == hw::EqeType::PortChange) {
+      const bool active = hw::eqe_port_change(eqe) == hw::PortChangeSubtype::Active;
+      for (EventTarget* t : port_listeners_) t->port_event(uint8_t(res), active);
     } else if (type == hw::EqeType::SrqLimit) {
       auto it = srqs_.find(res);
       if (it != srqs_.end()) it->second->async_event(type);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "dma_buffer.h"
 
@@ -26,6 +27,8 @@ class EventTarget {
   virtual void completion_event() {}
   /** @brief An asynchronous event (EqeType) for this resource. */
   virtual void async_event(hw::EqeType type) {}
+  /** @brief Port @p port's link went down (@p active false) or became active (a port listener). */
+  virtual void port_event(uint8_t port, bool active) {}
 };
 
 class KernelDevice {
@@ -49,6 +52,12 @@ class KernelDevice {
   void add_qp(uint32_t qpn, EventTarget* t);
   /** @brief Route the SRQ's limit event to @p t. */
   void add_srq(uint32_t srqn, EventTarget* t);
+  /** @brief Tell @p t about every port change (each open context of the device is one). */
+  void add_port_listener(EventTarget* t);
+  /** @brief Stop telling @p t; no call to it is running or follows once this returns. */
+  void remove_port_listener(EventTarget* t);
+  /** @brief The state of port @p port (QueryPort); 0 or the errno (EINVAL: no such port). */
+  int query_port(uint8_t port, hw::PortInfo& out);
   void remove_cq(uint32_t cqn);
   void remove_qp(uint32_t qpn);
   void remove_srq(uint32_t srqn);
@@ -65,6 +74,7 @@ class KernelDevice {
   bool ok_ = false;
   std::mutex mu_;
   std::unordered_map<uint32_t, EventTarget*> cqs_, qps_, srqs_;
+  std::vector<EventTarget*> port_listeners_;
 };
 
 /** @brief The KernelDevice of a link (created on first use; lives as long as the process). */

@@ -154,11 +154,14 @@ ibv_context* open_device(ibv_device* device) {
   ctx.ops.alloc_mw = alloc_mw;
   ctx.ops.dealloc_mw = dealloc_mw;
   ctx.ops.bind_mw = bind_mw;
+  c->port_events.ctx = c;
+  k.add_port_listener(&c->port_events);
   return &ctx;
 }
 
 int close_device(ibv_context* context) {
   SimContext* c = sim(context);
+  c->kdev->remove_port_listener(&c->port_events);
   close(context->cmd_fd);
   close(c->async_efd);
   pthread_mutex_destroy(&context->mutex);
@@ -210,10 +213,14 @@ int query_port_ex(ibv_context* context, uint8_t port, ibv_port_attr* a, size_t l
 }
 
 int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
-  const hw::HcaCaps& cp = sim(context)->kdev->caps();
+  KernelDevice& k = *sim(context)->kdev;
+  const hw::HcaCaps& cp = k.caps();
   if (port != 1) return set_errno(EINVAL);
+  hw::PortInfo info{};
+  if (const int r = k.query_port(port, info)) return set_errno(r);
   std::memset(a, 0, sizeof *a);
-  a->state = IBV_PORT_ACTIVE;
+  // The link's real state: DOWN while a link-down fault holds it (hca_port_state.cpp).
+  a->state = ibv_port_state(info.state);
   a->max_mtu = IBV_MTU_4096;
   a->active_mtu = ibv_mtu(cp.active_mtu_log - 7);
   a->gid_tbl_len = hw::kGidTableLen;
@@ -226,7 +233,7 @@ int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
   a->max_vl_num = 1;
   a->active_width = 2;                               // 4x
   a->active_speed = cp.link_gbps >= 100 ? 128 : 32;  // 100G: HDR-like 4x25; 25G: EDR lane
-  a->phys_state = 5;                                 // LinkUp
+  a->phys_state = info.phys_state;                   // LINK_UP (5), POLLING (2) while down
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
   return 0;
 }
@@ -404,6 +411,14 @@ int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
       return -1;
     }
   }
+}
+
+void ContextPortEvents::port_event(uint8_t port, bool active) {
+  // ibv_get_async_event(3): port events carry element.port_num.
+  ibv_async_event ev{};
+  ev.element.port_num = port;
+  ev.event_type = active ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR;
+  push_async_event(ctx, ev);
 }
 
 void push_async_event(SimContext* ctx, const ibv_async_event& ev) {

@@ -25,6 +25,13 @@ struct SimDevice {
   int index;
 };
 
+struct SimContext;
+/** @brief Turns the device's port changes into a context's IBV_EVENT_PORT_ERR / PORT_ACTIVE. */
+struct ContextPortEvents : EventTarget {
+  SimContext* ctx = nullptr;
+  void port_event(uint8_t port, bool active) override;
+};
+
 struct SimContext {
   verbs_context vctx;  // ibv_context is its last member; must stay first
   SimDevice* sdev;
@@ -32,6 +39,7 @@ struct SimContext {
   std::mutex async_mu;
   std::deque<ibv_async_event> async_q;
   int async_efd;
+  ContextPortEvents port_events;  ///< registered with kdev while the context is open
 };
 
 struct SimPd {

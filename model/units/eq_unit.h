@@ -40,6 +40,8 @@ class EqUnit {
 
   /** @brief Write an EQE now and raise the EQ's interrupt if armed. */
   void post(uint32_t eqn, hw::EqeType type, uint32_t resource);
+  /** @brief Write a port-change EQE (@p what the port @p port became) now; interrupt if armed. */
+  void post_port_change(uint32_t eqn, hw::PortChangeSubtype what, uint32_t port);
   /** @brief EQ arm doorbell: record the consumer index and re-enable the interrupt. */
   void arm(uint32_t eqn, uint32_t ci);
 
@@ -70,6 +72,9 @@ class EqUnit {
     BufferCursor cursor;
   };
   void raise(Eq& eq);
+  /** @brief Write EQE @p e (of @p type, about @p resource; port changes: @p sub_type) into @p eq's ring and
+   * raise it. */
+  void write(uint32_t eqn, Eq& eq, const hw::Eqe& e, hw::EqeType type, uint32_t resource, uint16_t sub_type);
 
   DmaEngine& dma_;
   BufferTableWalker& bt_;

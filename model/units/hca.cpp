@@ -216,6 +216,8 @@ HcaStats Hca::stats() const {
   s.injected_reorders = injected_.reorders;
   s.injected_corruptions = injected_.corruptions;
   s.injected_delays = injected_.delays;
+  s.link_down_losses = injected_.link_down_losses;
+  s.link_changes = link_changes_;
   return s;
 }
 

@@ -33,11 +33,15 @@ struct HcaStats {
   /** Frames this host transmitted that fault injection (--faults) lost, sent twice, held back behind
    *  the next frame, corrupted (one byte flipped) or delayed. */
   uint64_t injected_losses, injected_duplicates, injected_reorders, injected_corruptions, injected_delays;
+  /** Frames this host transmitted that were lost because its link or the receiver's was down
+   *  (--faults link-down), and how often this host's own link went down or came back. */
+  uint64_t link_down_losses, link_changes;
 };
 
 /** @brief What fault injection (--faults) did to the frames one host transmitted (HcaStats). */
 struct InjectedFaults {
   uint64_t losses = 0, duplicates = 0, reorders = 0, corruptions = 0, delays = 0;
+  uint64_t link_down_losses = 0;  ///< lost because the sender's or the receiver's link was down
 };
 
 /** @brief An RDMA WRITE in flight towards some memory key (for a deregistration hazard report). */
@@ -117,6 +121,17 @@ class Hca {
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
   /** @brief The faults injected on this host's transmitted frames (the world's injector counts them). */
   InjectedFaults& injected_faults() { return injected_; }
+  /**
+   * @brief The port's link went down (@p up false) or came back (true), as when a cable is
+   * pulled or plugged (--faults link-down). The port's state (QueryPort: DOWN/POLLING or
+   * ACTIVE/LINK_UP) follows, and every EQ gets a port-change EQE for port 1, which the driver
+   * turns into IBV_EVENT_PORT_ERR or IBV_EVENT_PORT_ACTIVE. QPs are not touched: as on hardware,
+   * an RC requester keeps retrying and fails only when its retry budget runs out. The frames
+   * themselves are lost by the world's wire (fault_injector.h), which knows the link schedule.
+   */
+  void set_link(bool up);
+  /** @brief Whether the port's link is up (it is unless a link-down fault took it down). */
+  bool link_up() const { return link_up_; }
 
  private:
   /** @brief A received frame waiting for its QP context (kept alive with its packet). */
@@ -125,6 +140,8 @@ class Hca {
     wire::ParsedFrame f;
   };
   void on_rx(PacketPtr pkt);
+  /** @brief QueryPort: the link's state in a PortInfo (BadParam for a port other than 1). */
+  void query_port(hw::CmdMailbox& mb);
   /** @brief A frame whose QPC lookup is done: check its transport and hand it to a unit. */
   void dispatch_rx(RxWork& w);
   /** @brief Whether packets of opcode @p op belong to @p qp's transport (RC, UC, UD). */
@@ -164,6 +181,8 @@ class Hca {
   uint64_t rx_dropped_ = 0;
   uint64_t icrc_errors_ = 0;
   InjectedFaults injected_;
+  bool link_up_ = true;
+  uint64_t link_changes_ = 0;
   // Received frames go through one in-order pipeline: each waits for its QPC lookup (a cache
   // miss is an ICM read), and none overtakes the one before it.
   TimedQueue<RxWork> rx_stage_;

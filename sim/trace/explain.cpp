@@ -125,7 +125,16 @@ std::string ExplainSink::async_event(const model::TraceEvent& ev) const {
     case E::WqAccessError:
       what = "IBV_EVENT_QP_ACCESS_ERR: a request to the QP violated its access rights";
       break;
-    case E::PortChange: what = "a port changed state (IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR)"; break;
+    case E::PortChange:
+      if (hw::PortChangeSubtype(ev.f.status) == hw::PortChangeSubtype::Down)
+        return who(ev) +
+               model::strprintf(
+                   ": asynchronous event IBV_EVENT_PORT_ERR: port %u's link went down (frames across "
+                   "it are lost until it comes back; RC retries, then fails with RETRY_EXC_ERR)",
+                   ev.f.peer_qpn);
+      return who(ev) +
+             model::strprintf(": asynchronous event IBV_EVENT_PORT_ACTIVE: port %u's link is up again",
+                              ev.f.peer_qpn);
     default: return {};  // completions and the informational events (COMM_EST, SQ_DRAINED, SRQ, LAST_WQE)
   }
   std::string s = who(ev) + ": asynchronous event " + what;

@@ -4,15 +4,19 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include "drop_rule.h"
 
 namespace hcasim::sim {
 namespace {
 
-constexpr const char* kFaults = "loss=P, duplicate=P, reorder=P, corrupt=P (P from 0 to 1) or delay=T[..T]";
+constexpr const char* kFaults =
+    "loss=P, duplicate=P, reorder=P, corrupt=P (P from 0 to 1), delay=T[..T] or link-down=H@T1[..T2]";
 constexpr const char* kScopes = "host=H, dir=tx|rx, qpn=Q, op=send|write|read|atomic|ack";
-constexpr uint64_t kMaxDelayPs = 100'000'000'000ull;  // 100 ms
+constexpr uint64_t kMaxDelayPs = 100'000'000'000ull;                 // 100 ms
+constexpr uint64_t kMaxLinkTimePs = 3600ull * 1'000'000'000'000ull;  // an hour
+constexpr const char* kLinkDown = "link-down=";
 
 /** @brief Split @p s at every @p sep (empty pieces kept: they are errors). */
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -34,21 +38,22 @@ bool probability(const std::string& v, double& p) {
   return !errno && !*end && std::isfinite(p) && p >= 0 && p <= 1;
 }
 
-/** @brief A time with its unit (ns, us, ms) in picoseconds. */
-bool duration(const std::string& v, uint64_t& ps) {
+/** @brief A time with its unit (ns, us, ms; s too if @p seconds) up to @p max_ps, in picoseconds. */
+bool duration(const std::string& v, uint64_t& ps, uint64_t max_ps = kMaxDelayPs, bool seconds = false) {
   static const struct {
     const char* unit;
     double ps;
-  } units[] = {{"ns", 1e3}, {"us", 1e6}, {"ms", 1e9}};
+  } units[] = {{"ns", 1e3}, {"us", 1e6}, {"ms", 1e9}, {"s", 1e12}};
   for (const auto& u : units) {
-    const size_t n = v.size();
-    if (n < 3 || v.compare(n - 2, 2, u.unit) != 0) continue;
-    const std::string num = v.substr(0, n - 2);
+    const size_t n = v.size(), len = std::char_traits<char>::length(u.unit);
+    if (len == 1 && !seconds) continue;  // "5us" met "us" first; "5s" only where seconds make sense
+    if (n < len + 1 || v.compare(n - len, len, u.unit) != 0) continue;
+    const std::string num = v.substr(0, n - len);
     if (num[0] == '-' || num[0] == '+') return false;
     errno = 0;
     char* end = nullptr;
     const double x = std::strtod(num.c_str(), &end) * u.ps;
-    if (errno || *end || !std::isfinite(x) || x < 0 || x > double(kMaxDelayPs)) return false;
+    if (errno || *end || !std::isfinite(x) || x < 0 || x > double(max_ps)) return false;
     ps = uint64_t(std::llround(x));
     return true;
   }
@@ -139,6 +144,48 @@ bool is_scope(const std::string& item) {
   return key == "host" || key == "dir" || key == "qpn" || key == "op";
 }
 
+/** @brief A link-down time ("10us"); false with @p err naming it. */
+bool link_time(const std::string& v, const char* which, uint64_t& ps, std::string& err) {
+  if (duration(v, ps, kMaxLinkTimePs, true)) return true;
+  err = std::string("bad ") + which + " '" + v +
+        "' (a simulated time from the start of the run with its unit, ns, us, ms or s, up to an hour: 10us)";
+  return false;
+}
+
+/** @brief The value of a link-down clause, "H@T1[..T2]", into @p l; @p err without the clause's name. */
+bool parse_link_down(const std::string& v, LinkDownClause& l, std::string& err,
+                     const std::vector<std::string>& names) {
+  const size_t at = v.find('@');
+  if (at == std::string::npos || at + 1 == v.size()) {
+    err = "missing times (link-down=HOST@T1..T2: down from T1 to T2; HOST@T1: down from T1 on)";
+    return false;
+  }
+  const std::string host = v.substr(0, at), times = v.substr(at + 1);
+  if (!parse_rule_host(host, names, l.host)) {
+    err = "bad host '" + host + "' (" +
+          (names.empty()
+               ? std::string("a host index")
+               : names.front() + ".." + names.back() + ", or 0.." + std::to_string(names.size() - 1)) +
+          ")";
+    return false;
+  }
+  const size_t dots = times.find("..");
+  if (!link_time(times.substr(0, dots), "down time", l.down_ps, err)) return false;
+  if (dots == std::string::npos) return true;  // down for good
+  if (!link_time(times.substr(dots + 2), "up time", l.up_ps, err)) return false;
+  if (l.up_ps > l.down_ps) return true;
+  err = "the link must come back after it goes down (T2 " + times.substr(dots + 2) +
+        " is not later than T1 " + times.substr(0, dots) + ")";
+  return false;
+}
+
+/** @brief Whether @p l's window overlaps one already in @p done for the same host. */
+bool overlaps(const LinkDownClause& l, const std::vector<LinkDownClause>& done) {
+  for (const LinkDownClause& o : done)
+    if (o.host == l.host && l.down_ps < o.up_ps && o.down_ps < l.up_ps) return true;
+  return false;
+}
+
 /** @brief One clause "FAULT{@SCOPE}" into @p c; @p err without the clause's name. */
 bool parse_clause(const std::string& text, FaultClause& c, std::string& err,
                   const std::vector<std::string>& names) {
@@ -162,30 +209,47 @@ const char* fault_kind_name(FaultKind k) {
 
 bool FaultSpec::parse(const std::string& spec, std::string& err, const std::vector<std::string>& host_names) {
   clauses.clear();
+  link_downs.clear();
   if (spec.empty()) return true;
-  // Items after a comma that are scopes continue the scoped clause before them.
+  // Items after a comma that are scopes continue the scoped clause before them (not a link-down:
+  // its '@' names the times, and it takes no scope).
   std::vector<std::string> texts;
   for (const std::string& item : split(spec, ',')) {
-    if (!texts.empty() && is_scope(item) && texts.back().find('@') != std::string::npos)
+    if (!texts.empty() && is_scope(item) && texts.back().find('@') != std::string::npos &&
+        texts.back().rfind(kLinkDown, 0) != 0)
       texts.back() += "@" + item;
     else
       texts.push_back(item);
   }
   for (const std::string& text : texts) {
-    FaultClause c;
-    std::string why;
-    if (text.empty()) {
-      err = "empty clause in '" + spec + "' (clauses: " + kFaults + "; each optionally @" + kScopes + ")";
-    } else if (parse_clause(text, c, why, host_names)) {
-      clauses.push_back(c);
-      continue;
-    } else {
-      err = "clause '" + text + "': " + why;
-    }
+    if (parse_text(text, spec, err, host_names)) continue;
     clauses.clear();
+    link_downs.clear();
     return false;
   }
   return true;
+}
+
+bool FaultSpec::parse_text(const std::string& text, const std::string& spec, std::string& err,
+                           const std::vector<std::string>& host_names) {
+  std::string why;
+  if (text.empty()) {
+    err = "empty clause in '" + spec + "' (clauses: " + kFaults + "; each but link-down optionally @" +
+          kScopes + ")";
+    return false;
+  }
+  if (text.rfind(kLinkDown, 0) == 0) {
+    LinkDownClause l;
+    if (parse_link_down(text.substr(std::char_traits<char>::length(kLinkDown)), l, why, host_names)) {
+      if (!overlaps(l, link_downs)) return link_downs.push_back(l), true;
+      why = "overlaps an earlier link-down of the same host (one window after the other)";
+    }
+  } else {
+    FaultClause c;
+    if (parse_clause(text, c, why, host_names)) return clauses.push_back(c), true;
+  }
+  err = "clause '" + text + "': " + why;
+  return false;
 }
 
 }  // namespace hcasim::sim

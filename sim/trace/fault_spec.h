@@ -8,15 +8,21 @@
  * SPEC is a comma-separated list of clauses; each clause is one fault, optionally scoped:
  *
  *     SPEC   := CLAUSE { ',' CLAUSE }
- *     CLAUSE := FAULT { '@' SCOPE }
+ *     CLAUSE := FAULT { '@' SCOPE } | LINK
  *     FAULT  := loss=P | duplicate=P | reorder=P | corrupt=P | delay=T[..T]
  *     SCOPE  := host=H | dir=tx|rx | qpn=Q | op=send|write|read|atomic|ack
+ *     LINK   := link-down=H@T1[..T2]
  *
  * P is a probability from 0 to 1 (`0.01`, `1e-3`); T a time with its unit (`500ns`, `2us`,
  * `1.5ms`; at most 100 ms). A scope right after a scoped clause may also follow a comma
  * (`loss=0.05@qpn=0x11,dir=tx` is `loss=0.05@qpn=0x11@dir=tx`). Every frame a host transmits is
  * judged once by every clause whose scope matches it: `host=H` alone matches the frames H sends
  * or receives, with `dir=tx` only those it sends, with `dir=rx` only those it receives.
+ *
+ * `link-down=H@T1..T2` is scripted, not random: host H's link goes down at simulated time T1
+ * (from the start of the simulation) and comes back at T2 (`@T1` alone: down for good). T1 and
+ * T2 take ns, us, ms or s, up to an hour; several link-down clauses may name the same host if
+ * their windows do not overlap.
  *
  * No SystemC: the hcasim command links it to check SPEC before it starts anything.
  */
@@ -66,9 +72,18 @@ struct FaultClause {
   FaultOp op = FaultOp::Any;
 };
 
+/** @brief One `link-down=H@T1..T2` clause: when host H's link is down. */
+struct LinkDownClause {
+  static constexpr uint64_t kForever = ~0ull;  ///< up_ps of a link that never comes back
+  uint32_t host = 0;                           ///< host index
+  uint64_t down_ps = 0;                        ///< T1: the link goes down (simulated time)
+  uint64_t up_ps = kForever;                   ///< T2: it comes back (> down_ps)
+};
+
 /** @brief A parsed SPEC: its clauses in the order written. */
 struct FaultSpec {
   std::vector<FaultClause> clauses;
+  std::vector<LinkDownClause> link_downs;  ///< the scripted link faults, in the order written
 
   /**
    * @brief Parse SPEC (grammar above; host: a name from @p host_names or an index; numbers
@@ -77,7 +92,12 @@ struct FaultSpec {
    */
   bool parse(const std::string& spec, std::string& err, const std::vector<std::string>& host_names = {});
   /** @brief No clause: the wire is perfect. */
-  bool empty() const { return clauses.empty(); }
+  bool empty() const { return clauses.empty() && link_downs.empty(); }
+
+ private:
+  /** @brief One clause's @p text (of @p spec) into clauses or link_downs; false with @p err. */
+  bool parse_text(const std::string& text, const std::string& spec, std::string& err,
+                  const std::vector<std::string>& host_names);
 };
 
 }  // namespace hcasim::sim

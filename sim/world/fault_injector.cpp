@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace hcasim::sim {
 
@@ -36,12 +37,13 @@ uint64_t port_seed(uint64_t seed, uint32_t host) {
 }  // namespace
 
 FaultyWire::FaultyWire(const FaultSpec& spec, uint32_t host, model::Hca& hca, model::WireSide* next,
-                       HostOfMac host_of, uint64_t seed)
+                       HostOfMac host_of, uint64_t seed, const LinkSchedule* links)
     : spec_(spec),
       host_(host),
       hca_(hca),
       next_(next),
       host_of_(std::move(host_of)),
+      links_(links),
       dice_(port_seed(seed, host)),
       hold_timer_("fault.hold", [this](uint64_t& gen) {
         if (held_ && gen == held_gen_) release_held(model::now_ps());
@@ -59,10 +61,9 @@ bool FaultyWire::in_scope(const FaultClause& c, uint32_t to, const wire::ParsedF
   return c.op == FaultOp::Any || (f && family_of(f->h.opcode) == c.op);
 }
 
-FaultyWire::Verdict FaultyWire::judge(const model::Packet& p) {
+FaultyWire::Verdict FaultyWire::judge(const model::Packet& p, uint32_t to) {
   wire::ParsedFrame f;
   const bool parsed = needs_headers_ && wire::parse_frame(p.data, p.len, f, false) == wire::ParseError::Ok;
-  const uint32_t to = host_of_(p.data);
   Verdict v;
   // Every clause in scope throws its dice, whatever the others decided: the draws a frame
   // takes depend only on the frame, so one clause's outcome never shifts another's pattern.
@@ -124,8 +125,20 @@ void FaultyWire::release_held(uint64_t tx_end_ps) {
   next_->carry(std::move(p), tx_end_ps);
 }
 
+bool FaultyWire::lost_to_link_down(const model::Packet& p, uint32_t to) {
+  if (!links_) return false;
+  const uint32_t down = links_->down(host_) ? host_ : links_->down(to) ? to : FaultClause::kAny;
+  if (down == FaultClause::kAny) return false;
+  ++hca_.injected_faults().link_down_losses;
+  const std::string what = "lost (link down: " + links_->name(down) + ")";
+  note(p, what.c_str());
+  return true;
+}
+
 void FaultyWire::carry(model::PacketPtr pkt, uint64_t tx_end_ps) {
-  const Verdict v = judge(*pkt);
+  const uint32_t to = host_of_(pkt->data);
+  if (lost_to_link_down(*pkt, to)) return;  // a held frame still waits for the next one that goes through
+  const Verdict v = judge(*pkt, to);
   model::InjectedFaults& n = hca_.injected_faults();
   if (v.lose) {
     ++n.losses;

@@ -12,7 +12,8 @@
  * program and seed meet the same faults (in lockstep, a byte-identical trace). Every fault is
  * traced (unit wire, kind fault, on the sending host) and counted in the sender's
  * InjectedFaults (hca.h: `injected_*` in --stats). Frames looped back inside an HCA never
- * reach a wire and meet no faults.
+ * reach a wire and meet no faults. While the sender's or the receiver's link is down
+ * (link_schedule.h) a frame is lost before any clause judges it, counted in link_down_losses.
  */
 #pragma once
 
@@ -22,6 +23,7 @@
 #include "eth_port.h"
 #include "fault_spec.h"
 #include "hca.h"
+#include "link_schedule.h"
 
 namespace hcasim::sim {
 
@@ -55,9 +57,10 @@ class FaultyWire : public model::WireSide {
    * @param next the wire the frames go on to
    * @param host_of the receiving host of a frame
    * @param seed the run's --seed
+   * @param links whose links are down now (nullptr: no link-down clause); it outlives the wire
    */
   FaultyWire(const FaultSpec& spec, uint32_t host, model::Hca& hca, model::WireSide* next, HostOfMac host_of,
-             uint64_t seed);
+             uint64_t seed, const LinkSchedule* links = nullptr);
   void carry(model::PacketPtr pkt, uint64_t tx_end_ps) override;
 
  private:
@@ -66,7 +69,9 @@ class FaultyWire : public model::WireSide {
     bool lose = false, corrupt = false, duplicate = false, reorder = false;
     uint64_t delay_ps = 0;
   };
-  Verdict judge(const model::Packet& p);
+  Verdict judge(const model::Packet& p, uint32_t to);
+  /** @brief Lose @p p if its sender's link or the link of @p to, its receiver, is down (traced, counted). */
+  bool lost_to_link_down(const model::Packet& p, uint32_t to);
   bool in_scope(const FaultClause& c, uint32_t to, const wire::ParsedFrame* f) const;
   /** @brief Flip one byte of @p p the ICRC covers (and trace it, naming the byte). */
   void corrupt(model::Packet& p);
@@ -80,6 +85,7 @@ class FaultyWire : public model::WireSide {
   model::Hca& hca_;
   model::WireSide* next_;
   HostOfMac host_of_;
+  const LinkSchedule* links_;
   FaultDice dice_;
   bool needs_headers_ = false;  ///< some clause is scoped by QPN or opcode
   model::PacketPtr held_;       ///< a reordered frame waiting for the next one

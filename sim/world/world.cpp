@@ -310,10 +310,16 @@ void World::wire_up() {
       if (std::memcmp(hcas_[i]->identity().mac, mac, 6) == 0) return i;
     return FaultClause::kAny;
   };
+  if (!faults_.link_downs.empty()) {
+    std::vector<model::Hca*> raw;
+    for (auto& h : hcas_) raw.push_back(h.get());
+    links_schedule_ = std::make_unique<LinkSchedule>(faults_, raw, cfg_.hosts == 2);
+  }
   for (uint32_t i = 0; i < wires.size(); ++i) {
     model::WireSide* w = wires[i];
     if (!faults_.empty()) {
-      faulty_.push_back(std::make_unique<FaultyWire>(faults_, i, *hcas_[i], w, host_of, cfg_.seed));
+      faulty_.push_back(
+          std::make_unique<FaultyWire>(faults_, i, *hcas_[i], w, host_of, cfg_.seed, links_schedule_.get()));
       w = faulty_.back().get();
     }
     hcas_[i]->port().attach_wire(w);
@@ -492,7 +498,8 @@ std::vector<drv::HcaLink*> World::links() {
   X(acks_sent) X(acks_received) X(naks) X(rnr_naks) X(duplicates) X(retransmits) X(cqes)             \
   X(cq_events) X(cq_overflows) X(eqes) X(interrupts) X(rx_dropped) X(iotlb_hits) X(iotlb_misses)     \
   X(hazards) X(unreliable_drops) X(qkey_violations) X(icrc_errors) X(injected_losses)            \
-  X(injected_duplicates) X(injected_reorders) X(injected_corruptions) X(injected_delays)
+  X(injected_duplicates) X(injected_reorders) X(injected_corruptions) X(injected_delays)   \
+  X(link_down_losses) X(link_changes)
 // clang-format on
 
 bool stat_by_name(const model::HcaStats& s, const std::string& name, uint64_t& v) {

@@ -150,6 +150,7 @@ class World {
   std::vector<std::unique_ptr<CableEnd>> cables_;
   std::unique_ptr<Switch> switch_;
   FaultSpec faults_;                                 ///< --faults (empty: a perfect wire)
+  std::unique_ptr<LinkSchedule> links_schedule_;     ///< when faults_ has link-down clauses
   std::vector<std::unique_ptr<FaultyWire>> faulty_;  ///< one per host port when faults_ has clauses
   std::vector<std::unique_ptr<SimLink>> links_;
 };

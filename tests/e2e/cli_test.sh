@@ -20,6 +20,10 @@
 #   cli_test.sh faults      HCASIM THREE_OPS   --faults: bad specs refused before the program runs; the same
 #                                              seed gives byte-identical traces, another seed other faults;
 #                                              faults in the trace (kind fault) and in --stats
+#   cli_test.sh link_down   HCASIM THREE_OPS   --faults link-down=HOST@T1..T2: bad clauses refused by name
+#                                              before the program runs; three_ops passes across an outage,
+#                                              identical traces twice, link faults in the trace and --stats;
+#                                              ibv_devinfo shows PORT_DOWN while the link is down
 #
 # Exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE).
 set -u
@@ -242,6 +246,52 @@ faults)
   done
   grep -Eq '^  injected_losses +[1-9]' "$tmp/out.1" || fail "--stats does not count the losses: $(cat "$tmp/out.1")"
   grep -Eq '^  icrc_errors +[1-9]' "$tmp/out.1" "$tmp/out.3" || fail "no ICRC error counted"
+  ;;
+
+link_down)
+  prog=${3:?three_ops}
+  # Each bad clause: exit 2 before the program runs, and the message that names what is wrong.
+  while IFS='|' read -r spec says; do
+    run "$tmp/out" run --faults "$spec" -- sh -c "touch $tmp/ran"
+    rc=$?
+    [ $rc -eq 2 ] || fail "--faults '$spec' exited $rc, expected 2: $(cat "$tmp/out")"
+    grep -qF "hcasim: --faults: clause '$spec': $says" "$tmp/out" ||
+      fail "'$spec': expected \"$says\": $(cat "$tmp/out")"
+    [ ! -e "$tmp/ran" ] || fail "'$spec': the program ran despite the bad spec"
+  done <<'SPECS'
+link-down=hcasim1|missing times (link-down=HOST@T1..T2: down from T1 to T2; HOST@T1: down from T1 on)
+link-down=hcasim5@10us..20us|bad host 'hcasim5' (hcasim0..hcasim1, or 0..1)
+link-down=1@10|bad down time '10' (a simulated time from the start of the run with its unit, ns, us, ms or s, up to an hour: 10us)
+link-down=1@10us..x|bad up time 'x'
+link-down=1@200us..10us|the link must come back after it goes down (T2 10us is not later than T1 200us)
+SPECS
+  run "$tmp/out" run --faults 'link-down=1@10us..50us,link-down=hcasim1@40us' -- true
+  grep -qF "clause 'link-down=hcasim1@40us': overlaps an earlier link-down of the same host" "$tmp/out" ||
+    fail "overlapping windows: $(cat "$tmp/out")"
+  # three_ops's WRITE leaves at about 5.7 us: the link is down from 5 us to 100 us, so it is lost
+  # and sent again after the local ACK timeout. Everything passes, twice with identical traces.
+  spec='link-down=hcasim1@5us..100us'
+  for n in 1 2; do
+    run "$tmp/out.$n" run --clock lockstep --idle-us 0 --faults "$spec" --stats --trace "$tmp/t.$n" -- "$prog" ||
+      { keep=1; fail "three_ops failed across a link-down: $(cat "$tmp/out.$n")"; }
+    grep -q "^all checks passed$" "$tmp/out.$n" || fail "three_ops did not pass across the link-down"
+  done
+  cmp -s "$tmp/t.1" "$tmp/t.2" || { keep=1; diff "$tmp/t.1" "$tmp/t.2" | head >&2; fail "same spec, different traces"; }
+  for w in "fault: link down: hcasim1's port loses every frame until 100.000 us" \
+           'fault: lost (link down: hcasim' "fault: link up: hcasim1's port carries frames again" \
+           'port 1: link down, port state DOWN: port-change EQE'; do
+    grep -qF "$w" "$tmp/t.1" || { keep=1; fail "no '$w' in the trace"; }
+  done
+  grep -qF 'asynchronous event IBV_EVENT_PORT_ERR: port 1' "$tmp/out.1" || fail "PORT_ERR is not explained"
+  grep -Eq '^  link_down_losses +[1-9]' "$tmp/out.1" || fail "--stats does not count the lost frames"
+  grep -Eq '^  link_changes +2$' "$tmp/out.1" || fail "--stats does not count the link changes"
+  grep -Eq '^  retransmits +[1-9]' "$tmp/out.1" || fail "no retransmission after the link came back"
+  echo "three_ops across a link-down: $(grep -c 'fault: lost (link down' "$tmp/t.1") frames lost, identical traces"
+  # A real program sees the port down: ibv_devinfo under a link down from the start.
+  command -v ibv_devinfo >/dev/null 2>&1 || { echo "ibv_devinfo not installed: port state not checked"; exit 0; }
+  run "$tmp/out" run --faults 'link-down=hcasim1@0ns' -- ibv_devinfo -v -d hcasim1
+  grep -Eq "state:[[:space:]]+PORT_DOWN \(1\)$" "$tmp/out" || fail "ibv_devinfo does not show PORT_DOWN: $(cat "$tmp/out")"
+  grep -Eq "phys_state:[[:space:]]+POLLING \(2\)$" "$tmp/out" || fail "ibv_devinfo does not show POLLING: $(cat "$tmp/out")"
   ;;
 
 three_ops)

@@ -148,6 +148,7 @@ void specs(const fs::path& dir) {
   text(dir, "drop_many", 2, "host=hcasim0;psn=0x3e8;qpn=0x010011;count=3|host=2;psn=5");
   text(dir, "faults_all", 3, "loss=0.02,duplicate=0.01,reorder=0.01,corrupt=0.01,delay=2us..50us");
   text(dir, "faults_scoped", 3, "loss=0.05@host=hcasim1@dir=tx@qpn=0x11,delay=3us@op=ack");
+  text(dir, "faults_link_down", 3, "link-down=hcasim1@10us..200us,loss=0.01@host=0,dir=tx,link-down=2@1.5ms");
 }
 
 void addresses(const fs::path& dir) {

@@ -5,7 +5,8 @@
 // its first byte picks the grammar, the rest is the spec. Properties: a spec is either accepted
 // with an empty message or refused with one that says something; accepted values are in range
 // (24-bit QPNs and PSNs, host indices below the number of hosts, counts 1..1000000,
-// probabilities in [0, 1], delays ordered and at most 100 ms, a direction only with a host).
+// probabilities in [0, 1], delays ordered and at most 100 ms, a direction only with a host;
+// link-down windows: a host of the run, T1 < T2, T1 at most an hour, no two overlapping for one host).
 #include <string>
 #include <vector>
 
@@ -58,6 +59,20 @@ void faults(const std::string& spec) {
     FUZZ_CHECK(c.host == FaultClause::kAny || c.host < kHosts.size(), "host %u", c.host);
     FUZZ_CHECK(c.qpn == FaultClause::kAny || c.qpn <= 0xffffff, "QPN 0x%x", c.qpn);
     FUZZ_CHECK(c.dir == FaultDir::Both || c.host != FaultClause::kAny, "a direction without a host");
+  }
+  constexpr uint64_t kHour = 3600ull * 1'000'000'000'000ull;
+  for (size_t i = 0; i < f.link_downs.size(); ++i) {
+    const LinkDownClause& l = f.link_downs[i];
+    FUZZ_CHECK(l.host < kHosts.size(), "link-down host %u", l.host);
+    FUZZ_CHECK(l.down_ps < l.up_ps && l.down_ps <= kHour, "link-down %llu..%llu ps",
+               (unsigned long long)l.down_ps, (unsigned long long)l.up_ps);
+    FUZZ_CHECK(l.up_ps == LinkDownClause::kForever || l.up_ps <= kHour, "link up at %llu ps",
+               (unsigned long long)l.up_ps);
+    for (size_t j = 0; j < i; ++j) {
+      const LinkDownClause& o = f.link_downs[j];
+      FUZZ_CHECK(o.host != l.host || l.up_ps <= o.down_ps || o.up_ps <= l.down_ps,
+                 "overlapping windows of host %u", l.host);
+    }
   }
 }
 

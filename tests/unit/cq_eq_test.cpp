@@ -386,6 +386,25 @@ TEST_F(CqEqTest, EqeBytes) {
   EXPECT_EQ(eq_ring.pages[0][64], 0xff);
 }
 
+TEST_F(CqEqTest, PortChangeEqeBytes) {
+  // mlx5 layout: type 0x09, sub-type DOWN (1) or ACTIVE (4), the port number as resource.
+  eq.post_port_change(kEqn, hw::PortChangeSubtype::Down, 1);
+  eq.post_port_change(kEqn, hw::PortChangeSubtype::Active, 1);
+  EXPECT_EQ(eq.eqes(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const uint8_t* e = eq_ring.pages[0] + 64 * i;
+    EXPECT_EQ(e[0], 0x09);
+    EXPECT_EQ(e[1], i == 0 ? 0x01 : 0x04);
+    EXPECT_EQ(e[4] | e[5] | e[6], 0);
+    EXPECT_EQ(e[7], 1);
+    hw::Eqe d;
+    std::memcpy(&d, e, sizeof d);
+    EXPECT_EQ(hw::eqe_type(d), hw::EqeType::PortChange);
+    EXPECT_EQ(hw::eqe_resource(d), 1u);
+    EXPECT_EQ(hw::eqe_port_change(d), i == 0 ? hw::PortChangeSubtype::Down : hw::PortChangeSubtype::Active);
+  }
+}
+
 TEST_F(CqEqTest, EqeOwnerFlipsOnEachWrap) {
   for (uint32_t i = 0; i < 20; ++i) {
     eq.post(kEqn, hw::EqeType::Completion, i);

@@ -151,5 +151,68 @@ TEST(FaultSpec, HostIndexWithoutNamesTakesAnyNumber) {
   EXPECT_EQ(s.clauses[0].host, 7u);
 }
 
+TEST(FaultSpec, LinkDownWindowsByNameOrIndex) {
+  const FaultSpec s =
+      parse_ok("link-down=hcasim1@10us..200us,loss=0.01,link-down=2@1.5ms,link-down=1@1ms..2s");
+  ASSERT_EQ(s.link_downs.size(), 3u);
+  ASSERT_EQ(s.clauses.size(), 1u);
+  EXPECT_EQ(s.link_downs[0].host, 1u);
+  EXPECT_EQ(s.link_downs[0].down_ps, 10'000'000u);
+  EXPECT_EQ(s.link_downs[0].up_ps, 200'000'000u);
+  EXPECT_EQ(s.link_downs[1].host, 2u);
+  EXPECT_EQ(s.link_downs[1].down_ps, 1'500'000'000u);
+  EXPECT_EQ(s.link_downs[1].up_ps, LinkDownClause::kForever);  // @T1 alone: down for good
+  EXPECT_EQ(s.link_downs[2].up_ps, 2'000'000'000'000u);
+  EXPECT_FALSE(s.empty());
+  EXPECT_FALSE(parse_ok("link-down=0@0ns..1ns").empty());
+}
+
+TEST(FaultSpec, LinkDownTakesNoScopeAfterAComma) {
+  // After a link-down a scope is not glued onto it (its '@' holds the times): it stands alone.
+  EXPECT_NE(parse_err("link-down=hcasim1@10us..20us,host=1").find("clause 'host=1': unknown fault 'host'"),
+            std::string::npos);
+  // A scoped clause after a link-down keeps its own scopes.
+  const FaultSpec s = parse_ok("link-down=1@10us..20us,loss=0.1@host=0,dir=tx");
+  ASSERT_EQ(s.clauses.size(), 1u);
+  EXPECT_EQ(s.clauses[0].dir, FaultDir::Tx);
+}
+
+TEST(FaultSpec, BadLinkDowns) {
+  struct Case {
+    const char* spec;
+    const char* says;
+  } cases[] = {
+      {"link-down=hcasim1", "missing times (link-down=HOST@T1..T2"},
+      {"link-down=hcasim1@", "missing times"},
+      {"link-down=", "missing times"},
+      {"link-down=hcasim7@10us..20us", "bad host 'hcasim7' (hcasim0..hcasim2, or 0..2)"},
+      {"link-down=3@10us", "bad host '3'"},
+      {"link-down=@10us", "bad host ''"},
+      {"link-down=1@10", "bad down time '10' (a simulated time from the start of the run with its unit"},
+      {"link-down=1@..20us", "bad down time ''"},
+      {"link-down=1@10us..", "bad up time ''"},
+      {"link-down=1@10us..x", "bad up time 'x'"},
+      {"link-down=1@-1us..20us", "bad down time '-1us'"},
+      {"link-down=1@2h", "bad down time '2h'"},
+      {"link-down=1@3601s", "up to an hour"},
+      {"link-down=1@200us..10us",
+       "the link must come back after it goes down (T2 10us is not later than T1 200us)"},
+      {"link-down=1@10us..10us", "T2 10us is not later than T1 10us"},
+      {"link-down=1@10us..20us@host=1", "bad up time '20us@host=1'"},
+      {"link-down=1@10us..50us,link-down=hcasim1@40us", "overlaps an earlier link-down of the same host"},
+      {"link-down=1@10us,link-down=1@1s..2s", "overlaps"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = parse_err(c.spec);
+    EXPECT_NE(e.find(c.says), std::string::npos) << c.spec << " -> " << e;
+    EXPECT_NE(e.find("clause 'link-down="), std::string::npos) << e;
+  }
+  // Windows of different hosts may overlap; back-to-back windows of one host too.
+  EXPECT_EQ(
+      parse_ok("link-down=1@10us..50us,link-down=2@20us..60us,link-down=1@50us..70us").link_downs.size(), 3u);
+  // Seconds are for link times only: a delay stays within 100 ms.
+  EXPECT_NE(parse_err("delay=1s").find("bad delay"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hcasim::sim

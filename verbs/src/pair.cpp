@@ -494,9 +494,33 @@ void Pair::rearm() {
     throwSystemError(label_ + ": ibv_req_notify_cq", rc);
 }
 
+void PairGroup::fail(const std::string& what) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!error_.empty()) return;
+  error_ = what;
+  failed_.store(true, std::memory_order_release);
+}
+
+std::string PairGroup::error() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return error_;
+}
+
 void Pair::fail(const std::string& what) {
-  if (error_.empty()) error_ = label_ + ": " + what;
+  if (error_.empty()) {
+    error_ = label_ + ": " + what;
+    if (group_) group_->fail(error_);
+  }
   cv_.notify_all();
+}
+
+std::string Pair::portNote() const {
+  // A waiting receiver whose own link went down sees no error completion (it has nothing in
+  // flight); its port state is the clue.
+  ibv_port_attr pa{};
+  if (ibv_query_port(dev_->context(), dev_->port(), &pa) != 0 || pa.state == IBV_PORT_ACTIVE) return "";
+  return "; " + dev_->name() + " port " + std::to_string(dev_->port()) + " is " +
+         ibv_port_state_str(pa.state);
 }
 
 void Pair::throwIfFailed() const {
@@ -538,12 +562,14 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
   for (;;) {
     if (pred()) return;
     throwIfFailed();
+    if (group_ && group_->failed())
+      throw IoError(label_ + ": gave up waiting for " + what + ": another pair failed: " + group_->error());
     const auto now = Clock::now();
     if (now >= dl) {
       throw TimeoutError(
           label_ + ": timed out after " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()) +
-          " ms waiting for " + what + " (" + state_locked() + ")");
+          " ms waiting for " + what + " (" + state_locked() + ")" + portNote());
     }
     if (!event_) {
       lk.unlock();
@@ -566,7 +592,8 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
       // close the arm/poll race); the loop thread wakes us.
       pollLocked();
       if (pred() || !error_.empty()) continue;
-      cv_.wait_until(lk, dl);
+      // Bounded: a failure on another pair of the group does not notify our cv_.
+      cv_.wait_until(lk, std::min(dl, Clock::now() + std::chrono::milliseconds(50)));
     }
   }
 }

@@ -242,10 +242,19 @@ enum class EqeType : uint8_t {
   SrqLimit = 0x14,
 };
 
+/**
+ * @brief EqeType::PortChange sub-types (mlx5 values): what the port became. The EQE's resource
+ * is the port number.
+ */
+enum class PortChangeSubtype : uint8_t {
+  Down = 0x01,    ///< the link went down: IBV_EVENT_PORT_ERR
+  Active = 0x04,  ///< the link came (back) up: IBV_EVENT_PORT_ACTIVE
+};
+
 /** @brief 64-byte event queue entry. */
 struct Eqe {
-  uint8_t type;  ///< EqeType
-  uint8_t sub_type;
+  uint8_t type;      ///< EqeType
+  uint8_t sub_type;  ///< PortChangeSubtype for port events, else 0
   uint8_t rsvd0[2];
   uint32_t resource;   ///< BE: CQN for completion/CQ events, QPN for QP events, port for port events
   uint64_t timestamp;  ///< BE: simulated time in ns
@@ -475,6 +484,7 @@ enum class CmdOpcode : uint16_t {
   DestroySrq = 0x701,
   ArmSrq = 0x702,  ///< arg0 SRQN, arg1 the new limit (0 disarms)
   QuerySrq = 0x703,
+  QueryPort = 0x750,  ///< arg0 the port number (1); out: PortInfo
 };
 
 /** @brief Command completion status (CmdMailbox::status). */
@@ -524,6 +534,19 @@ struct HcaCaps {
   uint32_t port_ipv4;  ///< host order (192.0.2.1 is 0xc0000201)
   uint32_t link_gbps;
   uint32_t atomic_cap;  ///< 0 none, 1 atomic within this HCA (values of enum ibv_atomic_cap)
+};
+
+/** @brief Logical port states (values equal enum ibv_port_state). */
+enum class PortState : uint8_t { Down = 1, Init = 2, Armed = 3, Active = 4 };
+/** @brief Physical port states (IBTA PortPhysicalState, the values of ibv_port_attr::phys_state). */
+enum class PortPhysState : uint8_t { Polling = 2, Disabled = 3, LinkUp = 5 };
+
+/** @brief A port's state, returned by QueryPort. */
+struct PortInfo {
+  uint8_t state;       ///< PortState
+  uint8_t phys_state;  ///< PortPhysState
+  uint8_t rsvd[2];
+  uint32_t link_changes;  ///< how often the link went down or came up since the HCA started
 };
 
 /**
@@ -763,7 +786,15 @@ inline uint8_t eqe_load_owner(const uint8_t* eqe) {
 }
 /** @brief Hand the EQE at @p eqe to hardware before first use. */
 inline void eqe_init(uint8_t* eqe) { eqe[offsetof(Eqe, owner)] = eqe_initial_owner(); }
+/** @brief Make @p e a port-change EQE (resource: the port) saying what the port became. */
+inline void set_eqe_port_change(Eqe& e, PortChangeSubtype what, uint32_t port, uint64_t timestamp_ns,
+                                uint8_t owner) {
+  set_eqe(e, EqeType::PortChange, port, timestamp_ns, owner);
+  e.sub_type = uint8_t(what);
+}
 inline EqeType eqe_type(const Eqe& e) { return EqeType(e.type); }
+/** @brief The sub-type of a port-change EQE (PortChangeSubtype). */
+inline PortChangeSubtype eqe_port_change(const Eqe& e) { return PortChangeSubtype(e.sub_type); }
 inline uint32_t eqe_resource(const Eqe& e) { return from_be32(e.resource); }
 inline uint64_t eqe_timestamp_ns(const Eqe& e) { return from_be64(e.timestamp); }
 /** @brief Whether EQE number @p ci, whose owner byte is @p owner, was written in this pass. */

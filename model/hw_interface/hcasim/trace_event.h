@@ -126,7 +126,8 @@ struct TraceFields {
   uint32_t key = kTraceNone;       ///< lkey/rkey checked (mr.xlate)
   uint64_t addr = kTraceNone64;    ///< virtual address (mr.xlate), DMA address (bt.walk, dma)
   uint16_t opcode = kTraceNone16;  ///< BTH opcode (packets), CQE opcode (cqe.write), EQE type (eqe.write)
-  /** CQE syndrome (cqe.write), NAK code / AETH syndrome (nak), command status (command). */
+  /** CQE syndrome (cqe.write), NAK code / AETH syndrome (nak), command status (command),
+   *  PortChangeSubtype (eqe.write of a port-change EQE). */
   uint16_t status = kTraceNone16;
   uint16_t flags = 0;  ///< TraceFlag bits
 

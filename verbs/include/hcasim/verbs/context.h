@@ -34,7 +34,9 @@ class Context {
    * @brief Creates a Pair per peer, publishes "<prefix>/addr/<rank>" (the addresses of all
    * its pairs, Address::kSize bytes each, zeros at its own index), reads every peer's entry,
    * connects, and (readyBarrier) waits for "<prefix>/ready/<r>" of every rank, so no rank
-   * sends before every peer QP is in RTR.
+   * sends before every peer QP is in RTR. The pairs fail together (PairGroup): once one of them
+   * gets an error completion (a link down past the retry budget: IBV_WC_RETRY_EXC_ERR), every
+   * wait on any of them throws an IoError naming the waiting pair and the failed one.
    */
   void connectFullMesh(Store& store);
 

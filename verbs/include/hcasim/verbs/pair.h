@@ -30,6 +30,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -63,6 +64,27 @@ struct PairOptions {
   uint8_t minRnrTimer = 12;     ///< 0.64 ms
   uint32_t maxInlineData = 64;  ///< asked for at QP creation; 0 if refused
   int psn = -1;                 ///< initial PSN; -1: random
+};
+
+/**
+ * @brief Pairs that fail together (a Context's): the first transport error on any of them ends
+ * every wait on all of them, with an IoError that names both the waiting pair and the failed
+ * one (its WC status). A collective cannot finish once one link of it is broken; without this,
+ * a rank whose own peers are fine would only learn it from a timeout.
+ */
+class PairGroup {
+ public:
+  /** @brief Record @p what (the failed pair's error) unless an earlier failure is recorded. */
+  void fail(const std::string& what);
+  /** @brief The first failure, or empty. */
+  std::string error() const;
+  /** @brief Some pair of the group failed (cheap: for wait loops). */
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+ private:
+  mutable std::mutex mu_;
+  std::string error_;
+  std::atomic<bool> failed_{false};
 };
 
 class Pair {
@@ -122,6 +144,8 @@ class Pair {
   std::string state() const;
   /** @brief The first transport error, or empty. */
   std::string error() const;
+  /** @brief Join @p group (before use): this pair's failure ends the group's waits, and theirs ours. */
+  void setGroup(std::shared_ptr<PairGroup> group) { group_ = std::move(group); }
 
  private:
   /** @brief At teardown: wait up to @p timeout for the flow-control acks too (see pair.cpp). */
@@ -179,6 +203,8 @@ class Pair {
   void rearm();
   void fail(const std::string& what);
   void throwIfFailed() const;
+  /** @brief "; hcasim1 port 1 is down" when the device's port is not active, else empty (timeouts). */
+  std::string portNote() const;
   std::string describeWc(const ibv_wc& wc) const;
   std::string state_locked() const;
 
@@ -229,6 +255,7 @@ class Pair {
   std::map<uint32_t, RecvSlot> recvSlots_;
   std::deque<Message> inbox_;
   std::string error_;
+  std::shared_ptr<PairGroup> group_;  ///< the pairs that fail with this one (may be null)
   bool armedNext_ = false;
   int sendWaiters_ = 0;
   unsigned eventsUnacked_ = 0;
