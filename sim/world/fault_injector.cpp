@@ -102,6 +102,11 @@ void FaultyWire::corrupt(model::Packet& p) {
 }
 
 void FaultyWire::note(const model::Packet& p, const char* what, uint64_t extra_ps) {
+  if (observer_) {
+    char by[48] = "";
+    if (extra_ps) snprintf(by, sizeof by, " by %.3f us", double(extra_ps) / 1e6);
+    observer_(p, std::string(what) + by);
+  }
   model::Tracer& t = hca_.tracer();
   if (!t.on() || !t.wants(model::TraceUnit::Wire, model::TraceKind::Fault)) return;
   wire::ParsedFrame f;

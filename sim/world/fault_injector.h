@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "eth_port.h"
 #include "fault_spec.h"
@@ -62,6 +63,10 @@ class FaultyWire : public model::WireSide {
   FaultyWire(const FaultSpec& spec, uint32_t host, model::Hca& hca, model::WireSide* next, HostOfMac host_of,
              uint64_t seed, const LinkSchedule* links = nullptr);
   void carry(model::PacketPtr pkt, uint64_t tx_end_ps) override;
+  /** @brief What is told of each fault: the frame as sent and the fault in words ("lost", ...). */
+  using Observer = std::function<void(const model::Packet& p, const std::string& what)>;
+  /** @brief Tell @p o of every fault from now on (the capture's side file: pcap_fault_notes.h). */
+  void set_observer(Observer o) { observer_ = std::move(o); }
 
  private:
   /** @brief What the clauses decided for one frame. */
@@ -92,6 +97,7 @@ class FaultyWire : public model::WireSide {
   uint64_t held_at_ = 0;        ///< when it would have left the port had it not been held
   uint64_t held_gen_ = 0;       ///< which hold the timer's entries are for
   model::TimedQueue<uint64_t> hold_timer_;
+  Observer observer_;
 };
 
 }  // namespace hcasim::sim

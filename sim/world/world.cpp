@@ -247,8 +247,10 @@ World::World(const WorldConfig& cfg)
     // Every frame once, as its transmission starts: with a cable that is every frame on both
     // directions of the wire; with a switch, each frame on its sender's link.
     for (auto& h : hcas_)
-      h->port().set_tap(
-          [this](uint64_t t_ps, const model::Packet& p) { pcap_->write(t_ps / 1000, p.data, p.len); });
+      h->port().set_tap([this](uint64_t t_ps, const model::Packet& p) {
+        pcap_->write(t_ps / 1000, p.data, p.len);
+        pcap_notes_.captured(p.id, pcap_->packets_written());
+      });
   }
   if (!cfg.drop.empty() || step_io.in) {
     std::vector<DropRule> rules;
@@ -321,9 +323,23 @@ void World::wire_up() {
       faulty_.push_back(
           std::make_unique<FaultyWire>(faults_, i, *hcas_[i], w, host_of, cfg_.seed, links_schedule_.get()));
       w = faulty_.back().get();
+      if (pcap_) note_faults_in_capture(*faulty_.back(), i);
     }
     hcas_[i]->port().attach_wire(w);
   }
+}
+
+void World::note_faults_in_capture(FaultyWire& wire, uint32_t host) {
+  if (!pcap_notes_.is_open() && !pcap_notes_.open(cfg_.pcap)) {
+    std::fprintf(stderr, "hcasim: cannot open %s.faults: %s\n", cfg_.pcap.c_str(), std::strerror(errno));
+    return;
+  }
+  const std::string name = hcas_[host]->identity().name;
+  wire.set_observer([this, name](const model::Packet& p, const std::string& what) {
+    char summary[256];
+    model::describe_frame(p, summary, sizeof summary);
+    pcap_notes_.fault(p.id, Engine::instance().now_ps(), name, what, summary);
+  });
 }
 
 std::string World::trace_preamble() const {
@@ -437,6 +453,7 @@ void World::finish() {
   finished_ = true;
   hub_.finish();
   if (pcap_) pcap_->close();
+  pcap_notes_.close();
 }
 
 void World::at_exit() {

@@ -38,6 +38,7 @@
 #include "cable_switch.h"
 #include "hca.h"
 #include "hca_link.h"
+#include "pcap_fault_notes.h"
 #include "pcap_writer.h"
 #include "step_mode.h"
 #include "text_trace.h"
@@ -130,6 +131,8 @@ class World {
   void open_step(const StepIo& io, const std::vector<std::string>& names);
   /** @brief Connect the hosts' ports: a cable for two, a switch for more; --faults in between. */
   void wire_up();
+  /** @brief Write @p wire's faults (host @p host's) to the capture's side file, <pcap>.faults. */
+  void note_faults_in_capture(FaultyWire& wire, uint32_t host);
 
   WorldConfig cfg_;
   const model::TimingProfile* prof_;
@@ -140,6 +143,7 @@ class World {
   std::unique_ptr<TimelineSink> timeline_;
   std::unique_ptr<VcdSink> vcd_;
   std::unique_ptr<wire::PcapWriter> pcap_;
+  PcapFaultNotes pcap_notes_;  ///< <pcap>.faults: which captured frames met which faults
   std::vector<std::unique_ptr<IommuShadow>> shadows_;
   std::unique_ptr<HcaInspector> inspector_;
   std::unique_ptr<StepController> step_;

@@ -19,7 +19,8 @@
 #                                              the program sees no devices
 #   cli_test.sh faults      HCASIM THREE_OPS   --faults: bad specs refused before the program runs; the same
 #                                              seed gives byte-identical traces, another seed other faults;
-#                                              faults in the trace (kind fault) and in --stats
+#                                              faults in the trace (kind fault) and in --stats;
+#                                              with --pcap, FILE.faults lists them by frame number
 #   cli_test.sh link_down   HCASIM THREE_OPS   --faults link-down=HOST@T1..T2: bad clauses refused by name
 #                                              before the program runs; three_ops passes across an outage,
 #                                              identical traces twice, link faults in the trace and --stats;
@@ -246,6 +247,24 @@ faults)
   done
   grep -Eq '^  injected_losses +[1-9]' "$tmp/out.1" || fail "--stats does not count the losses: $(cat "$tmp/out.1")"
   grep -Eq '^  icrc_errors +[1-9]' "$tmp/out.1" "$tmp/out.3" || fail "no ICRC error counted"
+  # The capture's side file: the same faults as the trace, each naming its frame in the capture.
+  run "$tmp/out.p" run --clock lockstep --idle-us 0 --seed 7 --faults "$spec" --pcap "$tmp/c.pcap" -- "$prog" ||
+    fail "three_ops failed under --faults with --pcap: $(cat "$tmp/out.p")"
+  [ -s "$tmp/c.pcap.faults" ] || fail "no $tmp/c.pcap.faults beside the capture"
+  sed 's/.* fault: //' "$tmp/f.1" >"$tmp/want"
+  grep -v '^#' "$tmp/c.pcap.faults" | cut -f4,5 | sed 's/\t/: /' >"$tmp/got"
+  cmp -s "$tmp/want" "$tmp/got" || { diff "$tmp/want" "$tmp/got" | head >&2; fail "the .faults file and the trace disagree"; }
+  awk -F'\t' '!/^#/ && $1 < 1 { bad = 1 } END { exit bad }' "$tmp/c.pcap.faults" ||
+    fail "a fault names no frame of the capture: $(cat "$tmp/c.pcap.faults")"
+  if command -v tshark >/dev/null; then
+    # The first lost frame, looked up in the capture by its number, is the frame the line describes.
+    line=$(grep -P '^\d+\t[^\t]*\t[^\t]*\tlost\t' "$tmp/c.pcap.faults" | head -1)
+    no=$(printf '%s' "$line" | cut -f1)
+    psn=$(printf '%s' "$line" | sed -n 's/.* psn=\([0-9]*\).*/\1/p')
+    got=$(tshark -r "$tmp/c.pcap" -Y "frame.number == $no" -T fields -e infiniband.bth.psn 2>/dev/null)
+    [ "$got" = "$psn" ] || fail "frame $no of the capture has PSN '$got', the .faults line says $psn: $line"
+  fi
+  echo "the capture's .faults file: $(grep -vc '^#' "$tmp/c.pcap.faults") faults, as in the trace, frames named"
   ;;
 
 link_down)
