@@ -24,12 +24,13 @@ void PcapFaultNotes::captured(uint64_t packet_id, uint64_t frame_no) {
   }
 }
 
-void PcapFaultNotes::fault(uint64_t packet_id, uint64_t time_ps, const std::string& host, const std::string& what,
-                           const char* summary) {
+void PcapFaultNotes::fault(uint64_t packet_id, uint64_t time_ps, const std::string& host,
+                           const std::string& what, const char* summary) {
   if (!file_) return;
   auto it = frame_of_.find(packet_id);
-  std::fprintf(file_, "%llu\t%.3f\t%s\t%s\t%s\n", static_cast<unsigned long long>(it == frame_of_.end() ? 0 : it->second),
-               double(time_ps) / 1e6, host.c_str(), what.c_str(), summary);
+  std::fprintf(file_, "%llu\t%.3f\t%s\t%s\t%s\n",
+               static_cast<unsigned long long>(it == frame_of_.end() ? 0 : it->second), double(time_ps) / 1e6,
+               host.c_str(), what.c_str(), summary);
 }
 
 void PcapFaultNotes::close() {

@@ -9,8 +9,8 @@
  *
  * Line format (tab-separated, after a header line starting with '#'):
  *     frame  time_us  host  fault  frame-summary
- * e.g. `812	2990.000	hcasim0	lost	SEND_MIDDLE psn=1001 ...`; `tshark -r FILE -Y frame.number==812`
- * shows the frame itself.
+ * e.g. `812	2990.000	hcasim0	lost	SEND_MIDDLE psn=1001 ...`; `tshark -r FILE -Y
+ * frame.number==812` shows the frame itself.
  */
 #pragma once
 
