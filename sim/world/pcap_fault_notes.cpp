@@ -8,6 +8,8 @@ bool PcapFaultNotes::open(const std::string& pcap_path) {
   close();
   file_ = std::fopen((pcap_path + ".faults").c_str(), "w");
   if (!file_) return false;
+  order_.assign(kRemembered, kNone);
+  next_ = 0;
   std::fprintf(file_, "# faults met by the frames of %s (frame numbers as tshark counts them)\n",
                pcap_path.c_str());
   std::fprintf(file_, "# frame\ttime_us\thost\tfault\tframe\n");
@@ -16,12 +18,11 @@ bool PcapFaultNotes::open(const std::string& pcap_path) {
 
 void PcapFaultNotes::captured(uint64_t packet_id, uint64_t frame_no) {
   if (!file_) return;
+  uint64_t& slot = order_[next_];
+  if (slot != kNone) frame_of_.erase(slot);  // forget the oldest
+  slot = packet_id;
+  next_ = (next_ + 1) % kRemembered;
   frame_of_[packet_id] = frame_no;
-  order_.push_back(packet_id);
-  if (order_.size() > kRemembered) {
-    frame_of_.erase(order_.front());
-    order_.pop_front();
-  }
 }
 
 void PcapFaultNotes::fault(uint64_t packet_id, uint64_t time_ps, const std::string& host,
@@ -38,6 +39,7 @@ void PcapFaultNotes::close() {
   file_ = nullptr;
   frame_of_.clear();
   order_.clear();
+  order_.shrink_to_fit();
 }
 
 }  // namespace hcasim::sim

@@ -16,9 +16,9 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <deque>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace hcasim::sim {
 
@@ -44,11 +44,17 @@ class PcapFaultNotes {
 
   /** @brief How many of the latest captured frames are remembered for their numbers. */
   static constexpr size_t kRemembered = 1 << 16;
+  /** @brief An empty slot of the ring (packet ids start at 1). */
+  static constexpr uint64_t kNone = 0;
 
  private:
   std::FILE* file_ = nullptr;
   std::unordered_map<uint64_t, uint64_t> frame_of_;  ///< packet id -> frame number
-  std::deque<uint64_t> order_;                       ///< ids in capture order, for forgetting
+  /** Ids in capture order, a ring of kRemembered (allocated by open(): a world without a
+   *  capture allocates nothing, so programs' heap layouts, and the golden traces' addresses,
+   *  do not change with it). */
+  std::vector<uint64_t> order_;
+  size_t next_ = 0;  ///< where the next id goes in order_
 };
 
 }  // namespace hcasim::sim
