@@ -320,6 +320,15 @@ RankResult runRank(const Options& o, int rank, int size, const std::string& stor
     if (st->wrongAll && res.status == kExitOk)
       res.status = kExitWrong, res.error = "another rank saw wrong data";
   }
+  // Every rank's last sends acknowledged before any rank destroys its QPs: a rank's quiesce
+  // returns once its own sends are acknowledged and its peers' messages arrived, but a peer's ACK
+  // for that rank's message may be lost on a lossy wire (--faults); the peer then resends, and a
+  // rank that had already destroyed its QP would never answer (IBV_WC_RETRY_EXC_ERR on the
+  // peer). The same holds on hardware. A store barrier closes it.
+  st->store->set("teardown/" + std::to_string(rank), std::vector<char>{1});
+  std::vector<std::string> all;
+  for (int r = 0; r < size; ++r) all.push_back("teardown/" + std::to_string(r));
+  st->store->wait(all);
   if (o.busyPoll) {
     delete st;
   } else {
