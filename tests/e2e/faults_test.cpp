@@ -41,15 +41,6 @@ class Faults : public VerbsFixture {
     extra_.push_back(x.qp);
     return x;
   }
-  /** INIT, RTR, RTS on both ends of a pair. */
-  void Link(Host& x, Host& y) {
-    ASSERT_EQ(ToInit(x), 0);
-    ASSERT_EQ(ToInit(y), 0);
-    ASSERT_EQ(ToRtr(x, y), 0);
-    ASSERT_EQ(ToRtr(y, x), 0);
-    ASSERT_EQ(ToRts(x), 0);
-    ASSERT_EQ(ToRts(y), 0);
-  }
   /** Total of counter @p name over both hosts. */
   uint64_t Both(const char* name) { return sim_counter(Dev(a_), name) + sim_counter(Dev(b_), name); }
 

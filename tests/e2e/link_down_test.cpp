@@ -255,12 +255,7 @@ TEST_F(LinkDownOnSwitch, OtherHostsTrafficIsUnaffected) {
   Host c, d;
   ASSERT_NO_FATAL_FAILURE(Open(c, 2, o));
   ASSERT_NO_FATAL_FAILURE(Open(d, 3, o));
-  ASSERT_EQ(ToInit(c), 0);
-  ASSERT_EQ(ToInit(d), 0);
-  ASSERT_EQ(ToRtr(c, d), 0);
-  ASSERT_EQ(ToRtr(d, c), 0);
-  ASSERT_EQ(ToRts(c), 0);
-  ASSERT_EQ(ToRts(d), 0);
+  ASSERT_NO_FATAL_FAILURE(Link(c, d));
   // hcasim0 -> hcasim1 fails once hcasim1's link is gone ...
   ibv_wc failed{};
   AwaitPortErr(b_);

@@ -415,6 +415,15 @@ class VerbsFixture : public ::testing::Test {
     aa.port_num = 1;
     return ibv_create_ah(h.pd, &aa);
   }
+  /** INIT, RTR, RTS on both ends of the pair @p x, @p y (hosts beyond a_ and b_, or extra QPs). */
+  void Link(Host& x, Host& y) {
+    ASSERT_EQ(ToInit(x), 0) << x.name << " INIT: " << strerror(errno);
+    ASSERT_EQ(ToInit(y), 0) << y.name << " INIT: " << strerror(errno);
+    ASSERT_EQ(ToRtr(x, y), 0) << x.name << " RTR: " << strerror(errno);
+    ASSERT_EQ(ToRtr(y, x), 0) << y.name << " RTR: " << strerror(errno);
+    ASSERT_EQ(ToRts(x), 0) << x.name << " RTS: " << strerror(errno);
+    ASSERT_EQ(ToRts(y), 0) << y.name << " RTS: " << strerror(errno);
+  }
   void Connect() {
     ASSERT_EQ(ToInit(a_), 0) << "A INIT: " << strerror(errno);
     ASSERT_EQ(ToInit(b_), 0) << "B INIT: " << strerror(errno);
