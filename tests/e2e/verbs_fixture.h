@@ -20,6 +20,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "test_pattern.h"
 #include "wc_names.h"
 
 #include <arpa/inet.h>
@@ -54,17 +55,6 @@ constexpr unsigned kAllAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE
 /** Path MTU in bytes. */
 inline uint32_t mtu_bytes(ibv_mtu m) { return 128u << unsigned(m); }
 
-/** Deterministic, position-dependent test pattern (no two nearby bytes or seeds alike). */
-inline uint8_t pattern_byte(uint32_t seed, size_t i) {
-  uint32_t x = seed * 0x9e3779b1u + uint32_t(i) * 0x85ebca6bu + uint32_t(i >> 8) * 0xc2b2ae35u;
-  x ^= x >> 15;
-  x *= 0x2c1b3c6du;
-  x ^= x >> 12;
-  return uint8_t(x);
-}
-inline void fill_pattern(uint8_t* p, size_t len, uint32_t seed) {
-  for (size_t i = 0; i < len; ++i) p[i] = pattern_byte(seed, i);
-}
 inline std::vector<uint8_t> make_pattern(size_t len, uint32_t seed) {
   std::vector<uint8_t> v(len);
   fill_pattern(v.data(), len, seed);

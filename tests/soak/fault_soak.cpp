@@ -29,6 +29,8 @@
  * Exit status 0 and "fault_soak: PASS" when every check held; 1 and the first failed check
  * otherwise; 2 for a bad option.
  */
+#include "test_pattern.h"
+
 #include <infiniband/verbs.h>
 
 #include <arpa/inet.h>
@@ -154,15 +156,8 @@ uint64_t splitmix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-uint8_t pattern_byte(uint32_t seed, size_t i) {
-  uint32_t x = seed * 0x9e3779b1u + uint32_t(i) * 0x85ebca6bu + uint32_t(i >> 8) * 0xc2b2ae35u;
-  x ^= x >> 15;
-  x *= 0x2c1b3c6du;
-  return uint8_t(x ^ (x >> 12));
-}
-void fill(uint8_t* p, size_t n, uint32_t seed) {
-  for (size_t i = 0; i < n; ++i) p[i] = pattern_byte(seed, i);
-}
+using e2e::pattern_byte;
+
 /** Offset of the first byte of [p + from, p + n) that is not the pattern, or n. */
 size_t first_wrong(const uint8_t* p, size_t n, uint32_t seed, size_t from = 0) {
   for (size_t i = from; i < n; ++i)
@@ -405,9 +400,9 @@ void post(Soak& s, Qp& q) {
   wr.opcode = kWrOp[m.op];
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.imm_data = htonl(uint32_t(m.index));
-  if (m.op <= kWriteImm) fill(local, m.size, m.seed);
+  if (m.op <= kWriteImm) e2e::fill_pattern(local, m.size, m.seed);
   if (!s.rc() && m.op == kSend) std::memcpy(local, &m.index, 4);  // which message (UC)
-  if (m.op == kRead) fill(remote, m.size, m.seed);
+  if (m.op == kRead) e2e::fill_pattern(remote, m.size, m.seed);
   if (m.op >= kWrite && m.op <= kRead) {
     wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(remote);
     wr.wr.rdma.rkey = q.rsp_mr->rkey;
