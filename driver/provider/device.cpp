@@ -212,6 +212,21 @@ int query_port_ex(ibv_context* context, uint8_t port, ibv_port_attr* a, size_t l
   return 0;
 }
 
+namespace {
+
+/**
+ * The port's width and per-lane speed codes (ibv_query_port(3)) for a line rate, as mlx5 reports
+ * an Ethernet port: 100 GbE is 4X at 25 Gb/s (EDR), 25 GbE 1X at 25 Gb/s, 1 GbE 1X SDR.
+ */
+void width_and_speed(uint32_t gbps, ibv_port_attr* a) {
+  const uint32_t lanes = gbps >= 40 ? 4 : 1;
+  const double lane = double(gbps) / lanes;
+  a->active_width = lanes == 4 ? 2 : 1;
+  a->active_speed = lane <= 2.5 ? 1 : lane <= 5 ? 2 : lane <= 10 ? 4 : lane <= 14 ? 16 : lane <= 25 ? 32 : lane <= 50 ? 64 : 128;
+}
+
+}  // namespace
+
 int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
   KernelDevice& k = *sim(context)->kdev;
   const hw::HcaCaps& cp = k.caps();
@@ -231,9 +246,8 @@ int query_port(ibv_context* context, uint8_t port, ibv_port_attr* a) {
   a->sm_lid = 0;
   a->lmc = 0;
   a->max_vl_num = 1;
-  a->active_width = 2;                               // 4x
-  a->active_speed = cp.link_gbps >= 100 ? 128 : 32;  // 100G: HDR-like 4x25; 25G: EDR lane
-  a->phys_state = info.phys_state;                   // LINK_UP (5), POLLING (2) while down
+  width_and_speed(cp.link_gbps, a);
+  a->phys_state = info.phys_state;  // LINK_UP (5), POLLING (2) while down
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
   return 0;
 }

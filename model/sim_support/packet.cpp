@@ -28,6 +28,7 @@ PacketPtr make_packet() {
   }
   p->len = 0;
   p->pristine = true;
+  p->report_sent = false;
   p->id = next_id++;
   return PacketPtr(p);
 }

@@ -26,6 +26,14 @@ struct Packet {
    * most expensive step of a simulated packet.
    */
   bool pristine = true;
+  /**
+   * Set on the last frame of an unreliable (UC/UD) message: the sending port reports it when
+   * its last bit has left, which is when that message completes (nothing will acknowledge it).
+   * Cleared once reported, so a switch or wire passing the frame on never reports it again.
+   */
+  bool report_sent = false;
+  uint32_t report_qpn = 0;  ///< with report_sent: the sending QP
+  uint32_t report_psn = 0;  ///< with report_sent: the message's last PSN
   uint8_t data[wire::max_frame_length(4096)];
 };
 

@@ -79,12 +79,19 @@ void EthPort::describe(const char* dir, const Packet& pkt) {
 void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) {
   if (!up_) {
     ++drops_;
+    report_sent(*pkt, now_ps());
     return;
   }
   const uint64_t now = now_ps();
   if (ready_ps < now) ready_ps = now;
   pending_.push(Pending{ready_ps, seq_++, std::move(pkt)});
   arm(std::max(pending_.top().ready, busy_until_));
+}
+
+void EthPort::report_sent(Packet& pkt, uint64_t tx_end_ps) {
+  if (!pkt.report_sent) return;
+  pkt.report_sent = false;
+  if (sent_) sent_(pkt, tx_end_ps);
 }
 
 void EthPort::arm(uint64_t at_ps) {
@@ -114,6 +121,7 @@ void EthPort::send(PacketPtr pkt, uint64_t now) {
   tx_bytes_ += pkt->len;
   if (tracer_.on()) describe("TX", *pkt);
   if (tap_) tap_(now, *pkt);
+  report_sent(*pkt, end);
   if (std::memcmp(pkt->data, mac_, 6) == 0) {  // to ourselves: internal loopback, no wire
     loopback_.push(end, std::move(pkt));
   } else if (wire_) {

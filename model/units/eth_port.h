@@ -31,6 +31,8 @@ class EthPort : public PacketReceiver {
  public:
   using RxHandler = std::function<void(PacketPtr)>;
   using Tap = std::function<void(uint64_t time_ps, const Packet&)>;
+  /** Called for a frame marked Packet::report_sent once its last bit has left (or it was dropped). */
+  using SentHandler = std::function<void(const Packet&, uint64_t tx_end_ps)>;
 
   EthPort(const TimingProfile& prof, Tracer& tracer, const uint8_t mac[6]);
 
@@ -38,6 +40,7 @@ class EthPort : public PacketReceiver {
   void set_rx_handler(RxHandler h) { rx_ = std::move(h); }
   /** @brief Called with every frame as it starts transmission (pcap capture). */
   void set_tap(Tap tap) { tap_ = std::move(tap); }
+  void set_sent_handler(SentHandler h) { sent_ = std::move(h); }
 
   /** @brief Queue a frame that is ready to go at @p ready_ps. */
   void transmit(PacketPtr pkt, uint64_t ready_ps);
@@ -65,6 +68,7 @@ class EthPort : public PacketReceiver {
   void run_tx();
   void arm(uint64_t at_ps);
   void send(PacketPtr pkt, uint64_t now);
+  void report_sent(Packet& pkt, uint64_t tx_end_ps);
   void describe(const char* dir, const Packet& pkt);
 
   /** A frame waiting for its ready time or for the transmitter. */
@@ -81,6 +85,7 @@ class EthPort : public PacketReceiver {
   WireSide* wire_ = nullptr;
   RxHandler rx_;
   Tap tap_;
+  SentHandler sent_;
   /// Frames in (ready time, submission) order: the earliest-ready frame goes first, frames
   /// ready at the same time keep their order, so each QP's packets leave in PSN order.
   std::priority_queue<Pending, std::vector<Pending>, std::greater<Pending>> pending_;

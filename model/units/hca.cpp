@@ -53,6 +53,7 @@ Hca::Hca(const TimingProfile& prof, const HcaIdentity& id, TraceSink* sink)
   req_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
   resp_.set_error_handler([this](QpContext& qp, const char* why) { to_error(qp, why); });
   core_.port.set_rx_handler([this](PacketPtr p) { on_rx(std::move(p)); });
+  core_.port.set_sent_handler([this](const Packet& p, uint64_t end) { req_.on_sent(p, end); });
   // IBTA 11.6.2: a CQ overflow is a CQ error; the QPs completing into it can no longer work.
   core_.cq.set_overflow_handler([this](uint32_t cqn) {
     std::vector<QpContext*> hit;

@@ -107,6 +107,10 @@ void Requester::schedule(QpContext& qp, Stage stage, uint64_t at_ps, uint32_t ps
   jobs_.push(at_ps, Job{qp.qpc.qpn, stage, psn});
 }
 
+void Requester::on_sent(const Packet& pkt, uint64_t tx_end_ps) {
+  if (QpContext* qp = u_.qpc.find(pkt.report_qpn)) schedule(*qp, Stage::Complete, tx_end_ps, pkt.report_psn);
+}
+
 void Requester::doorbell(uint32_t qpn, uint16_t pi) {
   QpcCache::Lookup l = u_.qpc.lookup(qpn, "SQ doorbell");
   if (!l.qp) return;
@@ -340,6 +344,12 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
   }
   fill_request_headers(qp, m, qp.tx_pkt, op, h);
   PacketPtr pkt = make_packet();
+  // UC/UD: nothing will acknowledge the message; it completes once its last packet has left.
+  if (!reliable(qp) && qp.tx_pkt + 1 >= m.npkts) {
+    pkt->report_sent = true;
+    pkt->report_qpn = qp.qpc.qpn;
+    pkt->report_psn = psn;
+  }
   uint8_t* slot = pkt->data + wire::header_length(h);
   if (len && !gather(qp, m, off, len, slot)) {
     local_fail(qp, m, hw::CqeSyndrome::LocalProtErr, "gather fault");
@@ -392,8 +402,6 @@ void Requester::tx(QpContext& qp) {
       m.sent = true;
       ++qp.tx_msg;
       qp.tx_pkt = 0;
-      // UC/UD: nothing will acknowledge it; it completes once its last packet has left.
-      if (!reliable(qp)) schedule(qp, Stage::Complete, qp.req_tx_last, last_psn(m));
     }
     if (reliable(qp) && !ack_timer_.armed(qp.qpc.qpn)) restart_timer(qp);
   }

@@ -27,6 +27,8 @@ class Requester {
 
   /** @brief Who moves a QP to ERR (and flushes it) when the requester fails one. */
   void set_error_handler(QpErrorHandler h) { to_error_ = std::move(h); }
+  /** @brief The port sent the last frame of an unreliable message: it completes at @p tx_end_ps. */
+  void on_sent(const Packet& pkt, uint64_t tx_end_ps);
   /** @brief An SQ doorbell landed: @p pi is the new producer counter. */
   void doorbell(uint32_t qpn, uint16_t pi);
   /** @brief A response (ACK/NAK, READ response) arrived for @p qp. */

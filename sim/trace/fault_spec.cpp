@@ -12,11 +12,13 @@ namespace hcasim::sim {
 namespace {
 
 constexpr const char* kFaults =
-    "loss=P, duplicate=P, reorder=P, corrupt=P (P from 0 to 1), delay=T[..T] or link-down=H@T1[..T2]";
+    "loss=P, duplicate=P, reorder=P, corrupt=P (P from 0 to 1), delay=T[..T], link-down=H@T1[..T2] or "
+    "drop=psn:P@host=H";
 constexpr const char* kScopes = "host=H, dir=tx|rx, qpn=Q, op=send|write|read|atomic|ack";
 constexpr uint64_t kMaxDelayPs = 100'000'000'000ull;                 // 100 ms
 constexpr uint64_t kMaxLinkTimePs = 3600ull * 1'000'000'000'000ull;  // an hour
 constexpr const char* kLinkDown = "link-down=";
+constexpr const char* kDrop = "drop=";
 
 /** @brief Split @p s at every @p sep (empty pieces kept: they are errors). */
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -141,7 +143,33 @@ bool parse_scope(const std::string& text, FaultClause& c, std::string& err,
 
 bool is_scope(const std::string& item) {
   const std::string key = item.substr(0, item.find('='));
-  return key == "host" || key == "dir" || key == "qpn" || key == "op";
+  return key == "host" || key == "dir" || key == "qpn" || key == "op" || key == "count";
+}
+
+/**
+ * @brief A scripted drop, "drop=psn:P@host=H[@qpn=Q][@count=N]", into @p r: the same rule as
+ * `--drop 'host=H;psn=P...'` (parsed by DropRule, so both report the same errors).
+ */
+bool parse_drop(const std::string& text, DropRule& r, std::string& err,
+                const std::vector<std::string>& names) {
+  const std::vector<std::string> parts = split(text, '@');
+  const std::string v = parts[0].substr(std::char_traits<char>::length(kDrop));
+  if (v.rfind("psn:", 0) != 0) {
+    err = "bad drop '" + v +
+          "' (drop=psn:P@host=H[@qpn=Q][@count=N]: host H loses the next N frames it "
+          "receives with PSN P)";
+    return false;
+  }
+  std::string rule = "psn=" + v.substr(4);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const std::string key = parts[i].substr(0, parts[i].find('='));
+    if (key != "host" && key != "qpn" && key != "count") {
+      err = "drop takes host=, qpn= and count=, not '" + parts[i] + "'";
+      return false;
+    }
+    rule += ";" + parts[i];
+  }
+  return r.parse(rule, err, names);
 }
 
 /** @brief A link-down time ("10us"); false with @p err naming it. */
@@ -210,6 +238,7 @@ const char* fault_kind_name(FaultKind k) {
 bool FaultSpec::parse(const std::string& spec, std::string& err, const std::vector<std::string>& host_names) {
   clauses.clear();
   link_downs.clear();
+  drops.clear();
   if (spec.empty()) return true;
   // Items after a comma that are scopes continue the scoped clause before them (not a link-down:
   // its '@' names the times, and it takes no scope).
@@ -225,6 +254,7 @@ bool FaultSpec::parse(const std::string& spec, std::string& err, const std::vect
     if (parse_text(text, spec, err, host_names)) continue;
     clauses.clear();
     link_downs.clear();
+    drops.clear();
     return false;
   }
   return true;
@@ -234,8 +264,8 @@ bool FaultSpec::parse_text(const std::string& text, const std::string& spec, std
                            const std::vector<std::string>& host_names) {
   std::string why;
   if (text.empty()) {
-    err = "empty clause in '" + spec + "' (clauses: " + kFaults + "; each but link-down optionally @" +
-          kScopes + ")";
+    err = "empty clause in '" + spec + "' (clauses: " + kFaults +
+          "; each but link-down and drop optionally @" + kScopes + ")";
     return false;
   }
   if (text.rfind(kLinkDown, 0) == 0) {
@@ -244,6 +274,9 @@ bool FaultSpec::parse_text(const std::string& text, const std::string& spec, std
       if (!overlaps(l, link_downs)) return link_downs.push_back(l), true;
       why = "overlaps an earlier link-down of the same host (one window after the other)";
     }
+  } else if (text.rfind(kDrop, 0) == 0) {
+    DropRule r;
+    if (parse_drop(text, r, why, host_names)) return drops.push_back(r), true;
   } else {
     FaultClause c;
     if (parse_clause(text, c, why, host_names)) return clauses.push_back(c), true;

@@ -8,10 +8,11 @@
  * SPEC is a comma-separated list of clauses; each clause is one fault, optionally scoped:
  *
  *     SPEC   := CLAUSE { ',' CLAUSE }
- *     CLAUSE := FAULT { '@' SCOPE } | LINK
+ *     CLAUSE := FAULT { '@' SCOPE } | LINK | DROP
  *     FAULT  := loss=P | duplicate=P | reorder=P | corrupt=P | delay=T[..T]
  *     SCOPE  := host=H | dir=tx|rx | qpn=Q | op=send|write|read|atomic|ack
  *     LINK   := link-down=H@T1[..T2]
+ *     DROP   := drop=psn:P '@' host=H [ '@' qpn=Q ] [ '@' count=N ]
  *
  * P is a probability from 0 to 1 (`0.01`, `1e-3`); T a time with its unit (`500ns`, `2us`,
  * `1.5ms`; at most 100 ms). A scope right after a scoped clause may also follow a comma
@@ -24,6 +25,10 @@
  * T2 take ns, us, ms or s, up to an hour; several link-down clauses may name the same host if
  * their windows do not overlap.
  *
+ * `drop=psn:P@host=H` is scripted too: host H loses the next frame it receives with PSN P
+ * (`@qpn=Q`: only to that QP; `@count=N`: the next N such frames), exactly as `--drop
+ * 'host=H;psn=P'` does.
+ *
  * No SystemC: the hcasim command links it to check SPEC before it starts anything.
  */
 #pragma once
@@ -31,6 +36,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "drop_rule.h"
 
 namespace hcasim::sim {
 
@@ -84,6 +91,7 @@ struct LinkDownClause {
 struct FaultSpec {
   std::vector<FaultClause> clauses;
   std::vector<LinkDownClause> link_downs;  ///< the scripted link faults, in the order written
+  std::vector<DropRule> drops;             ///< the scripted drops (drop=psn:P@host=H), in order
 
   /**
    * @brief Parse SPEC (grammar above; host: a name from @p host_names or an index; numbers
@@ -92,7 +100,7 @@ struct FaultSpec {
    */
   bool parse(const std::string& spec, std::string& err, const std::vector<std::string>& host_names = {});
   /** @brief No clause: the wire is perfect. */
-  bool empty() const { return clauses.empty() && link_downs.empty(); }
+  bool empty() const { return clauses.empty() && link_downs.empty() && drops.empty(); }
 
  private:
   /** @brief One clause's @p text (of @p spec) into clauses or link_downs; false with @p err. */

@@ -252,11 +252,15 @@ World::World(const WorldConfig& cfg)
         pcap_notes_.captured(p.id, pcap_->packets_written());
       });
   }
-  if (!cfg.drop.empty() || step_io.in) {
+  FaultSpec scripted;  // its drop= clauses: the same rules as --drop
+  std::string spec_err;
+  scripted.parse(cfg.faults, spec_err, names);  // checked by from_env
+  if (!cfg.drop.empty() || step_io.in || !scripted.drops.empty()) {
     std::vector<DropRule> rules;
     std::string err;
     parse_drop_rules(cfg.drop, rules, err, names);  // checked by from_env
     loss_.add(rules);
+    loss_.add(scripted.drops);
     std::vector<model::Hca*> raw;
     for (auto& h : hcas_) raw.push_back(h.get());
     loss_.attach(raw);
@@ -319,7 +323,7 @@ void World::wire_up() {
   }
   for (uint32_t i = 0; i < wires.size(); ++i) {
     model::WireSide* w = wires[i];
-    if (!faults_.empty()) {
+    if (!faults_.clauses.empty() || !faults_.link_downs.empty()) {  // drop= clauses: loss_
       faulty_.push_back(
           std::make_unique<FaultyWire>(faults_, i, *hcas_[i], w, host_of, cfg_.seed, links_schedule_.get()));
       w = faulty_.back().get();

@@ -93,6 +93,47 @@ TEST_F(Uc, LostPacketLosesItsMessageOnly) {
   EXPECT_EQ(e2e::sim_counter(Dev(b_), "naks"), 0u);
 }
 
+// ibv_query_port(3): the port's rate is its width times its lane speed (Gb/s).
+double port_gbps(ibv_context* ctx) {
+  ibv_port_attr pa{};
+  if (ibv_query_port(ctx, 1, &pa) != 0) return 0;
+  const double lanes = pa.active_width == 1 ? 1 : pa.active_width == 2 ? 4 : pa.active_width == 4 ? 8 : 12;
+  double lane = 0;
+  switch (pa.active_speed) {
+    case 1: lane = 2.5; break;
+    case 2: lane = 5; break;
+    case 4:
+    case 8: lane = 10; break;
+    case 16: lane = 14; break;
+    case 32: lane = 25; break;
+    case 64: lane = 50; break;
+    case 128: lane = 100; break;
+  }
+  return lanes * lane;
+}
+
+// IBTA 9.8 (UC has no acknowledgements): a UC send completes once the message has been sent,
+// so a stream's completions cannot outrun the port. 2 MiB of WRITEs, each signaled, take at
+// least 2 MiB's time on the wire before the last completion.
+TEST_F(Uc, CompletionsDoNotOutrunTheWire) {
+  Options o;
+  o.buf_size = 1 << 20;
+  ASSERT_NO_FATAL_FAILURE(BuildUc(o));
+  const uint32_t n = 64 * 1024, count = 32;
+  const double gbps = port_gbps(a_.ctx);
+  ASSERT_GT(gbps, 0) << "ibv_query_port gave no rate";
+  const uint64_t t0 = e2e::sim_now_ns();
+  for (uint32_t i = 0; i < count; ++i)
+    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, {a_.sge(0, n)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
+              0);
+  std::vector<ibv_wc> wcs;
+  ASSERT_TRUE(PollCq(a_.scq, count, wcs));
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
+  if (!e2e::sim_present()) return;  // the timing is the simulator's to show
+  const double wire_ns = double(n) * count * 8 / gbps;  // payload alone, headers not counted
+  EXPECT_GE(double(e2e::sim_now_ns() - t0), wire_ns) << "at " << gbps << " Gb/s";
+}
+
 // A WRITE with a bad rkey is dropped at the responder; neither side's QP changes state.
 TEST_F(Uc, WriteWithBadRkeyIsDroppedSilently) {
   ASSERT_NO_FATAL_FAILURE(BuildUc());

@@ -131,6 +131,12 @@ drop)
   grep -q "req       retransmit  0x000011  go back to PSN 1001" "$tmp/t" || fail "no go-back-N"
   [ "$(grep -c 'frame lost' "$tmp/t")" = 1 ] || fail "more than one frame lost"
   grep -q "^all checks passed$" "$tmp/out" || fail "three_ops did not pass"
+  # The same loss as a --faults clause: the same trace but for its header (which names the option).
+  run "$tmp/out" run --clock lockstep --faults 'drop=psn:1001@host=hcasim1' --trace "$tmp/t2" -- "$prog" ||
+    fail "three_ops failed with drop=psn:1001@host=hcasim1: $(cat "$tmp/out")"
+  grep -q "^all checks passed$" "$tmp/out" || fail "three_ops did not pass under the drop= clause"
+  diff <(grep -v '^#' "$tmp/t") <(grep -v '^#' "$tmp/t2") >"$tmp/d" ||
+    fail "--faults drop= and --drop traced differently: $(head -20 "$tmp/d")"
   # Step mode: drop next at the first packet start loses PSN 1000 at hcasim1.
   printf 'n pkt.tx\ndrop next\nq\n' >"$tmp/cmds"
   run "$tmp/out" run --step-script "$tmp/cmds" --trace "$tmp/t" -- "$prog" || fail "step run failed: $(cat "$tmp/out")"

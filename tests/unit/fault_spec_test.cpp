@@ -87,10 +87,11 @@ TEST(FaultSpec, EveryOpFamily) {
 }
 
 TEST(FaultSpec, UnknownFaultListsTheValidOnes) {
-  const std::string e = parse_err("loss=0.1,drop=0.2");
-  EXPECT_NE(e.find("clause 'drop=0.2'"), std::string::npos) << e;
-  EXPECT_NE(e.find("unknown fault 'drop'"), std::string::npos) << e;
+  const std::string e = parse_err("loss=0.1,lose=0.2");
+  EXPECT_NE(e.find("clause 'lose=0.2'"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown fault 'lose'"), std::string::npos) << e;
   EXPECT_NE(e.find("loss=P, duplicate=P, reorder=P, corrupt=P"), std::string::npos) << e;
+  EXPECT_NE(e.find("drop=psn:P@host=H"), std::string::npos) << e;
 }
 
 TEST(FaultSpec, BadProbabilities) {
@@ -212,6 +213,48 @@ TEST(FaultSpec, BadLinkDowns) {
       parse_ok("link-down=1@10us..50us,link-down=2@20us..60us,link-down=1@50us..70us").link_downs.size(), 3u);
   // Seconds are for link times only: a delay stays within 100 ms.
   EXPECT_NE(parse_err("delay=1s").find("bad delay"), std::string::npos);
+}
+
+TEST(FaultSpec, ScriptedDropsAreDropRules) {
+  const FaultSpec s = parse_ok("drop=psn:1002@host=0,loss=0.01,drop=psn:0x10@host=hcasim2@qpn=0x11@count=3");
+  ASSERT_EQ(s.drops.size(), 2u);
+  EXPECT_EQ(s.clauses.size(), 1u);
+  EXPECT_FALSE(s.empty());
+  EXPECT_EQ(s.drops[0].host, 0u);
+  EXPECT_EQ(s.drops[0].psn, 1002u);
+  EXPECT_EQ(s.drops[0].qpn, DropRule::kAny);
+  EXPECT_EQ(s.drops[0].count, 1u);
+  EXPECT_EQ(s.drops[1].host, 2u);
+  EXPECT_EQ(s.drops[1].psn, 0x10u);
+  EXPECT_EQ(s.drops[1].qpn, 0x11u);
+  EXPECT_EQ(s.drops[1].count, 3u);
+  // A scope after a comma continues the drop, as it does a scoped fault.
+  const FaultSpec t = parse_ok("drop=psn:5@host=1,qpn=0x12,count=2");
+  ASSERT_EQ(t.drops.size(), 1u);
+  EXPECT_EQ(t.drops[0].qpn, 0x12u);
+  EXPECT_EQ(t.drops[0].count, 2u);
+  EXPECT_TRUE(parse_ok("drop=psn:5@host=1").clauses.empty());
+}
+
+TEST(FaultSpec, BadDrops) {
+  struct Case {
+    const char* spec;
+    const char* says;
+  } cases[] = {
+      {"drop=0.1", "bad drop '0.1' (drop=psn:P@host=H"},
+      {"drop=psn:5", "names no host"},
+      {"drop=psn:x@host=1", "bad psn 'x'"},
+      {"drop=psn:0x1000000@host=1", "(a 24-bit number)"},
+      {"drop=psn:5@host=hcasim9", "bad host 'hcasim9'"},
+      {"drop=psn:5@host=1@dir=rx", "drop takes host=, qpn= and count=, not 'dir=rx'"},
+      {"drop=psn:5@host=1@count=0", "bad count '0'"},
+      {"loss=0.1@host=1,count=2", "unknown scope 'count'"},
+  };
+  for (const Case& c : cases) {
+    const std::string e = parse_err(c.spec);
+    EXPECT_NE(e.find(c.says), std::string::npos) << c.spec << " -> " << e;
+    EXPECT_NE(e.find("clause '"), std::string::npos) << e;
+  }
 }
 
 }  // namespace
