@@ -222,7 +222,13 @@ void width_and_speed(uint32_t gbps, ibv_port_attr* a) {
   const uint32_t lanes = gbps >= 40 ? 4 : 1;
   const double lane = double(gbps) / lanes;
   a->active_width = lanes == 4 ? 2 : 1;
-  a->active_speed = lane <= 2.5 ? 1 : lane <= 5 ? 2 : lane <= 10 ? 4 : lane <= 14 ? 16 : lane <= 25 ? 32 : lane <= 50 ? 64 : 128;
+  a->active_speed = lane <= 2.5  ? 1
+                    : lane <= 5  ? 2
+                    : lane <= 10 ? 4
+                    : lane <= 14 ? 16
+                    : lane <= 25 ? 32
+                    : lane <= 50 ? 64
+                                 : 128;
 }
 
 }  // namespace

@@ -124,12 +124,12 @@ TEST_F(Uc, CompletionsDoNotOutrunTheWire) {
   ASSERT_GT(gbps, 0) << "ibv_query_port gave no rate";
   const uint64_t t0 = e2e::sim_now_ns();
   for (uint32_t i = 0; i < count; ++i)
-    ASSERT_EQ(PostSend(a_, i, IBV_WR_RDMA_WRITE, {a_.sge(0, n)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey),
-              0);
+    ASSERT_EQ(
+        PostSend(a_, i, IBV_WR_RDMA_WRITE, {a_.sge(0, n)}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
   std::vector<ibv_wc> wcs;
   ASSERT_TRUE(PollCq(a_.scq, count, wcs));
   for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << e2e::describe(wc);
-  if (!e2e::sim_present()) return;  // the timing is the simulator's to show
+  if (!e2e::sim_present()) return;                      // the timing is the simulator's to show
   const double wire_ns = double(n) * count * 8 / gbps;  // payload alone, headers not counted
   EXPECT_GE(double(e2e::sim_now_ns() - t0), wire_ns) << "at " << gbps << " Gb/s";
 }
