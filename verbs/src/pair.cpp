@@ -37,8 +37,9 @@ constexpr uint64_t kCookieControl = uint64_t(1) << 56;
 constexpr uint64_t kCookieWrite = uint64_t(2) << 56;
 
 // Header of every SEND with a payload (messages and grants), big-endian:
-//   u8 magic 0xA7, u8 version 1, u8 type (1 message, 2 grant), u8 flags 0, u32 tag or slot
-constexpr uint8_t kMagic = 0xA7, kVersion = 1, kTypeMessage = 1, kTypeGrant = 2;
+//   u8 magic 0xA7, u8 version 1, u8 type (1 message, 2 grant, 3 abort), u8 flags 0, u32 tag or slot
+// An abort's body is the sender's error text (UTF-8, not terminated; tag 0).
+constexpr uint8_t kMagic = 0xA7, kVersion = 1, kTypeMessage = 1, kTypeGrant = 2, kTypeAbort = 3;
 constexpr size_t kHeader = 8;
 // Grant body: u32 count, u32 rkey, u64 addr, u64 length.
 constexpr size_t kGrantBody = 24;
@@ -154,6 +155,7 @@ Pair::Pair(std::shared_ptr<Device> dev, const PairOptions& opts, std::string lab
 }
 
 Pair::~Pair() {
+  if (group_) group_->leave(this);
   // Sends are asynchronous: give queued and in-flight work a chance to finish first.
   if (connected_) {
     try {
@@ -398,6 +400,12 @@ void Pair::handle(const ibv_wc& wc) {
         ++stats_.messagesReceived;
         return;
       }
+      if (type == kTypeAbort && !imm) {
+        postRecv(idx);
+        fc_.onDataReceived();
+        fail("the peer gave up: " + std::string(p + kHeader, p + wc.byte_len));
+        return;
+      }
       if (type == kTypeGrant && imm && wc.byte_len == kHeader + kGrantBody && ntohl(wc.imm_data) == tag) {
         Grant g{get64(p + kHeader + 8), get64(p + kHeader + 16), get32(p + kHeader + 4), get32(p + kHeader)};
         postRecv(idx);
@@ -506,6 +514,54 @@ std::string PairGroup::error() const {
   return error_;
 }
 
+void PairGroup::join(Pair* p) {
+  std::lock_guard<std::mutex> g(mu_);
+  members_.push_back(p);
+}
+
+void PairGroup::leave(Pair* p) {
+  std::lock_guard<std::mutex> g(mu_);
+  members_.erase(std::remove(members_.begin(), members_.end(), p), members_.end());
+}
+
+std::vector<Pair*> PairGroup::claimAbort() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (aborted_ || error_.empty()) return {};
+  aborted_ = true;
+  return members_;
+}
+
+void Pair::setGroup(std::shared_ptr<PairGroup> group) {
+  if (group_) group_->leave(this);
+  group_ = std::move(group);
+  if (group_) group_->join(this);
+}
+
+void Pair::abortPeers() {
+  if (!group_) return;
+  const std::vector<Pair*> members = group_->claimAbort();
+  if (members.empty()) return;
+  const std::string why = group_->error();
+  // Only this one call per group gets here, so it is the only thread holding one pair's lock
+  // while taking another's: no lock cycle. The members are the group's live pairs (a pair
+  // leaves before its destructor waits for anything).
+  for (Pair* p : members) {
+    if (p == this) {
+      sendAbortLocked(why);
+    } else {
+      std::lock_guard<std::mutex> g(p->mu_);
+      p->sendAbortLocked(why);
+    }
+  }
+}
+
+void Pair::sendAbortLocked(const std::string& why) {
+  if (!error_.empty() || !connected_) return;  // this link is the broken one, or the peer told us
+  const std::string body = why.substr(0, opts_.maxMessageBytes);
+  enqueueControl(kTypeAbort, 0, body.data(), body.size());
+  afterChange();
+}
+
 void Pair::fail(const std::string& what) {
   if (error_.empty()) {
     error_ = label_ + ": " + what;
@@ -523,8 +579,10 @@ std::string Pair::portNote() const {
          ibv_port_state_str(pa.state);
 }
 
-void Pair::throwIfFailed() const {
-  if (!error_.empty()) throw IoError(error_);
+void Pair::throwIfFailed() {
+  if (error_.empty()) return;
+  abortPeers();
+  throw IoError(error_);
 }
 
 // ---- progress ----------------------------------------------------------------------------
@@ -562,8 +620,10 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
   for (;;) {
     if (pred()) return;
     throwIfFailed();
-    if (group_ && group_->failed())
+    if (group_ && group_->failed()) {
+      abortPeers();
       throw IoError(label_ + ": gave up waiting for " + what + ": another pair failed: " + group_->error());
+    }
     const auto now = Clock::now();
     if (now >= dl) {
       throw TimeoutError(

@@ -66,11 +66,18 @@ struct PairOptions {
   int psn = -1;                 ///< initial PSN; -1: random
 };
 
+class Pair;
+
 /**
  * @brief Pairs that fail together (a Context's): the first transport error on any of them ends
  * every wait on all of them, with an IoError that names both the waiting pair and the failed
  * one (its WC status). A collective cannot finish once one link of it is broken; without this,
  * a rank whose own peers are fine would only learn it from a timeout.
+ *
+ * The failure also crosses to the peers: the first wait that ends on it sends an abort message
+ * with the error over every pair of the group still working, and a peer that receives one fails
+ * its pair (and so its own group) with that error. Every rank of a collective then ends with an
+ * IoError naming the pair that broke and its WC status, however far it is from the broken link.
  */
 class PairGroup {
  public:
@@ -82,9 +89,17 @@ class PairGroup {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
 
  private:
+  friend class Pair;
+  void join(Pair* p);
+  void leave(Pair* p);
+  /** @brief The members, if this is the first call since the failure (the one that tells peers). */
+  std::vector<Pair*> claimAbort();
+
   mutable std::mutex mu_;
   std::string error_;
   std::atomic<bool> failed_{false};
+  std::vector<Pair*> members_;
+  bool aborted_ = false;  ///< the peers were told
 };
 
 class Pair {
@@ -145,7 +160,7 @@ class Pair {
   /** @brief The first transport error, or empty. */
   std::string error() const;
   /** @brief Join @p group (before use): this pair's failure ends the group's waits, and theirs ours. */
-  void setGroup(std::shared_ptr<PairGroup> group) { group_ = std::move(group); }
+  void setGroup(std::shared_ptr<PairGroup> group);
 
  private:
   /** @brief At teardown: wait up to @p timeout for the flow-control acks too (see pair.cpp). */
@@ -202,7 +217,12 @@ class Pair {
   void ensureArmed();
   void rearm();
   void fail(const std::string& what);
-  void throwIfFailed() const;
+  /** @brief Throws IoError if this pair failed (telling the peers first: abortPeers). */
+  void throwIfFailed();
+  /** @brief Once per group, after a failure: an abort message to every peer still reachable. */
+  void abortPeers();
+  /** @brief Queue the abort message carrying @p why, unless this pair itself failed. */
+  void sendAbortLocked(const std::string& why);
   /** @brief "; hcasim1 port 1 is down" when the device's port is not active, else empty (timeouts). */
   std::string portNote() const;
   std::string describeWc(const ibv_wc& wc) const;
