@@ -149,6 +149,7 @@ void specs(const fs::path& dir) {
   text(dir, "faults_all", 3, "loss=0.02,duplicate=0.01,reorder=0.01,corrupt=0.01,delay=2us..50us");
   text(dir, "faults_scoped", 3, "loss=0.05@host=hcasim1@dir=tx@qpn=0x11,delay=3us@op=ack");
   text(dir, "faults_link_down", 3, "link-down=hcasim1@10us..200us,loss=0.01@host=0,dir=tx,link-down=2@1.5ms");
+  text(dir, "faults_drop", 3, "drop=psn:1002@host=0,loss=0.01,drop=psn:0x10@host=hcasim2@qpn=0x11,count=3");
 }
 
 void addresses(const fs::path& dir) {

@@ -6,7 +6,8 @@
 // with an empty message or refused with one that says something; accepted values are in range
 // (24-bit QPNs and PSNs, host indices below the number of hosts, counts 1..1000000,
 // probabilities in [0, 1], delays ordered and at most 100 ms, a direction only with a host;
-// link-down windows: a host of the run, T1 < T2, T1 at most an hour, no two overlapping for one host).
+// link-down windows: a host of the run, T1 < T2, T1 at most an hour, no two overlapping for one host;
+// drop= clauses: the same ranges as --drop rules).
 #include <string>
 #include <vector>
 
@@ -32,18 +33,21 @@ void filter(const std::string& spec, bool named) {
     for (uint32_t h : f.hosts) FUZZ_CHECK(h < kHosts.size(), "host index %u of %zu", h, kHosts.size());
 }
 
-void drop(const std::string& spec) {
-  std::vector<DropRule> rules;
-  std::string err;
-  const bool ok = parse_drop_rules(spec, rules, err, kHosts);
-  FUZZ_CHECK(ok == err.empty(), "parse returned %d with message '%s'", ok, err.c_str());
-  if (!ok) return;
+void check_drop_rules(const std::vector<DropRule>& rules) {
   for (const DropRule& r : rules) {
     FUZZ_CHECK(r.host < kHosts.size(), "host %u", r.host);
     FUZZ_CHECK(r.psn == DropRule::kAny || r.psn <= 0xffffff, "PSN 0x%x", r.psn);
     FUZZ_CHECK(r.qpn == DropRule::kAny || r.qpn <= 0xffffff, "QPN 0x%x", r.qpn);
     FUZZ_CHECK(r.count >= 1 && r.count <= 1000000, "count %u", r.count);
   }
+}
+
+void drop(const std::string& spec) {
+  std::vector<DropRule> rules;
+  std::string err;
+  const bool ok = parse_drop_rules(spec, rules, err, kHosts);
+  FUZZ_CHECK(ok == err.empty(), "parse returned %d with message '%s'", ok, err.c_str());
+  if (ok) check_drop_rules(rules);
 }
 
 void faults(const std::string& spec) {
@@ -61,6 +65,7 @@ void faults(const std::string& spec) {
     FUZZ_CHECK(c.dir == FaultDir::Both || c.host != FaultClause::kAny, "a direction without a host");
   }
   constexpr uint64_t kHour = 3600ull * 1'000'000'000'000ull;
+  check_drop_rules(f.drops);  // drop= clauses: the same rules as --drop
   for (size_t i = 0; i < f.link_downs.size(); ++i) {
     const LinkDownClause& l = f.link_downs[i];
     FUZZ_CHECK(l.host < kHosts.size(), "link-down host %u", l.host);
