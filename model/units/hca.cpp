@@ -146,6 +146,7 @@ void Hca::on_rx(PacketPtr pkt) {
     HCASIM_TRACE(tracer_, Port, Error, f.h.dest_qp,
                  TraceFields().set_opcode(uint16_t(f.h.opcode)).set_psn(f.h.psn).set_peer_qpn(f.h.dest_qp),
                  "frame lost (injected: psn=%u)", f.h.psn);
+    if (drop_observer_) drop_observer_(*pkt);
     return;
   }
   QpcCache::Lookup l =

@@ -119,6 +119,8 @@ class Hca {
    * up: a frame is dropped by the first earlier rule that still has frames to drop and matches.
    */
   void drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n);
+  /** @brief Called with every frame a drop_rx_if() rule dropped (the capture's fault notes). */
+  void set_drop_observer(std::function<void(const Packet&)> obs) { drop_observer_ = std::move(obs); }
   /** @brief The faults injected on this host's transmitted frames (the world's injector counts them). */
   InjectedFaults& injected_faults() { return injected_; }
   /**
@@ -178,6 +180,7 @@ class Hca {
   /** A rule matches @p f: it is dropped (and the rule's count goes down). */
   bool take_drop(const wire::ParsedFrame& f);
   std::vector<DropRx> drops_;
+  std::function<void(const Packet&)> drop_observer_;
   uint64_t rx_dropped_ = 0;
   uint64_t icrc_errors_ = 0;
   InjectedFaults injected_;

@@ -264,6 +264,7 @@ World::World(const WorldConfig& cfg)
     std::vector<model::Hca*> raw;
     for (auto& h : hcas_) raw.push_back(h.get());
     loss_.attach(raw);
+    if (pcap_) note_drops_in_capture();
   }
   if (step_io.in) open_step(step_io, names);
   net_tracer_.attach(sink, 0);
@@ -333,17 +334,35 @@ void World::wire_up() {
   }
 }
 
+bool World::open_fault_notes() {
+  if (pcap_notes_.is_open() || pcap_notes_.open(cfg_.pcap)) return true;
+  std::fprintf(stderr, "hcasim: cannot open %s.faults: %s\n", cfg_.pcap.c_str(), std::strerror(errno));
+  return false;
+}
+
 void World::note_faults_in_capture(FaultyWire& wire, uint32_t host) {
-  if (!pcap_notes_.is_open() && !pcap_notes_.open(cfg_.pcap)) {
-    std::fprintf(stderr, "hcasim: cannot open %s.faults: %s\n", cfg_.pcap.c_str(), std::strerror(errno));
-    return;
-  }
+  if (!open_fault_notes()) return;
   const std::string name = hcas_[host]->identity().name;
   wire.set_observer([this, name](const model::Packet& p, const std::string& what) {
     char summary[256];
     model::describe_frame(p, summary, sizeof summary);
     pcap_notes_.fault(p.id, Engine::instance().now_ps(), name, what, summary);
   });
+}
+
+void World::note_drops_in_capture() {
+  if (!open_fault_notes()) return;
+  for (auto& h : hcas_) {
+    const std::string what = "lost at " + h->identity().name + " (scripted drop)";
+    h->set_drop_observer([this, what](const model::Packet& p) {
+      std::string sender = "?";  // the frame's source MAC names the host that sent it
+      for (auto& other : hcas_)
+        if (std::memcmp(p.data + 6, other->identity().mac, 6) == 0) sender = other->identity().name;
+      char summary[256];
+      model::describe_frame(p, summary, sizeof summary);
+      pcap_notes_.fault(p.id, Engine::instance().now_ps(), sender, what, summary);
+    });
+  }
 }
 
 std::string World::trace_preamble() const {

@@ -132,7 +132,11 @@ class World {
   /** @brief Connect the hosts' ports: a cable for two, a switch for more; --faults in between. */
   void wire_up();
   /** @brief Write @p wire's faults (host @p host's) to the capture's side file, <pcap>.faults. */
+  /** Opens <pcap>.faults unless it is open; false (said on stderr) if it cannot. */
+  bool open_fault_notes();
   void note_faults_in_capture(FaultyWire& wire, uint32_t host);
+  /** With --pcap: the frames --drop, drop= and step mode's drop next lose, in <pcap>.faults too. */
+  void note_drops_in_capture();
 
   WorldConfig cfg_;
   const model::TimingProfile* prof_;

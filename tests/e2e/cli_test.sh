@@ -137,6 +137,18 @@ drop)
   grep -q "^all checks passed$" "$tmp/out" || fail "three_ops did not pass under the drop= clause"
   diff <(grep -v '^#' "$tmp/t") <(grep -v '^#' "$tmp/t2") >"$tmp/d" ||
     fail "--faults drop= and --drop traced differently: $(head -20 "$tmp/d")"
+  # With --pcap, the scripted loss is in FILE.faults, naming the captured frame (PSN 1001).
+  run "$tmp/out" run --clock lockstep --drop 'host=hcasim1;psn=1001' --pcap "$tmp/d.pcap" -- "$prog" ||
+    fail "three_ops failed with --drop and --pcap: $(cat "$tmp/out")"
+  line=$(grep -v '^#' "$tmp/d.pcap.faults" 2>/dev/null)
+  [ "$(printf '%s\n' "$line" | grep -c .)" = 1 ] || fail "want one line in d.pcap.faults, got: $line"
+  printf '%s\n' "$line" | grep -qP '^[1-9]\d*\t[^\t]+\thcasim0\tlost at hcasim1 \(scripted drop\)\t.*psn=1001 ' ||
+    fail "d.pcap.faults does not name the dropped frame: $line"
+  if command -v tshark >/dev/null; then
+    n=$(printf '%s\n' "$line" | cut -f1)
+    psn=$(tshark -r "$tmp/d.pcap" -Y "frame.number == $n" -T fields -e infiniband.bth.psn 2>/dev/null)
+    [ "$psn" = 1001 ] || fail "frame $n of the capture has PSN '$psn', want 1001"
+  fi
   # Step mode: drop next at the first packet start loses PSN 1000 at hcasim1.
   printf 'n pkt.tx\ndrop next\nq\n' >"$tmp/cmds"
   run "$tmp/out" run --step-script "$tmp/cmds" --trace "$tmp/t" -- "$prog" || fail "step run failed: $(cat "$tmp/out")"
