@@ -91,7 +91,7 @@ struct LinkDownClause {
 struct FaultSpec {
   std::vector<FaultClause> clauses;
   std::vector<LinkDownClause> link_downs;  ///< the scripted link faults, in the order written
-  std::vector<DropRule> drops;             ///< the scripted drops (drop=psn:P@host=H), in order
+  std::vector<DropRule> drops;             ///< the scripted drops (drop=psn:P\@host=H), in order
 
   /**
    * @brief Parse SPEC (grammar above; host: a name from @p host_names or an index; numbers

@@ -101,7 +101,9 @@ TEST(LinkDown, AllreduceGivesEveryRankAClearErrorNamingThePeer) {
     ASSERT_TRUE(std::regex_search(o.what, m, names_pair)) << "rank " << r << ": names no pair: " << o.what;
     EXPECT_EQ(std::stoi(m[1]), r) << o.what;
     EXPECT_NE(std::stoi(m[2]), r) << o.what;
-    if (r != kDownRank) EXPECT_EQ(o.kind, "IoError") << "rank " << r << ": " << o.what;
+    if (r != kDownRank) {
+      EXPECT_EQ(o.kind, "IoError") << "rank " << r << ": " << o.what;
+    }
     if (o.kind == "IoError") {
       EXPECT_NE(o.what.find("work completion error: "), std::string::npos) << o.what;
       EXPECT_NE(o.what.find(retryExceeded), std::string::npos) << o.what;
