@@ -252,15 +252,14 @@ World::World(const WorldConfig& cfg)
         pcap_notes_.captured(p.id, pcap_->packets_written());
       });
   }
-  FaultSpec scripted;  // its drop= clauses: the same rules as --drop
   std::string spec_err;
-  scripted.parse(cfg.faults, spec_err, names);  // checked by from_env
-  if (!cfg.drop.empty() || step_io.in || !scripted.drops.empty()) {
+  faults_.parse(cfg.faults, spec_err, names);  // checked by from_env; its drop= clauses go to loss_
+  if (!cfg.drop.empty() || step_io.in || !faults_.drops.empty()) {
     std::vector<DropRule> rules;
     std::string err;
     parse_drop_rules(cfg.drop, rules, err, names);  // checked by from_env
     loss_.add(rules);
-    loss_.add(scripted.drops);
+    loss_.add(faults_.drops);
     std::vector<model::Hca*> raw;
     for (auto& h : hcas_) raw.push_back(h.get());
     loss_.attach(raw);
@@ -298,6 +297,12 @@ World::World(const WorldConfig& cfg)
   if (cfg.device_thread) e.start_idle_advancer(cfg.idle_us);
 }
 
+uint32_t World::host_with_mac(const uint8_t* mac) const {
+  for (uint32_t i = 0; i < hcas_.size(); ++i)
+    if (std::memcmp(hcas_[i]->identity().mac, mac, 6) == 0) return i;
+  return FaultClause::kAny;
+}
+
 void World::wire_up() {
   std::vector<model::WireSide*> wires;  // what each host's port transmits into
   if (cfg_.hosts == 2) {
@@ -308,15 +313,7 @@ void World::wire_up() {
     switch_ = std::make_unique<Switch>(*prof_, net_tracer_);
     for (auto& h : hcas_) wires.push_back(switch_->attach(h->port()));
   }
-  std::vector<std::string> names;
-  for (auto& h : hcas_) names.push_back(h->identity().name);
-  std::string err;
-  faults_.parse(cfg_.faults, err, names);  // checked by from_env
-  auto host_of = [this](const uint8_t* mac) {
-    for (uint32_t i = 0; i < hcas_.size(); ++i)
-      if (std::memcmp(hcas_[i]->identity().mac, mac, 6) == 0) return i;
-    return FaultClause::kAny;
-  };
+  auto host_of = [this](const uint8_t* mac) { return host_with_mac(mac); };
   if (!faults_.link_downs.empty()) {
     std::vector<model::Hca*> raw;
     for (auto& h : hcas_) raw.push_back(h.get());
@@ -355,9 +352,8 @@ void World::note_drops_in_capture() {
   for (auto& h : hcas_) {
     const std::string what = "lost at " + h->identity().name + " (scripted drop)";
     h->set_drop_observer([this, what](const model::Packet& p) {
-      std::string sender = "?";  // the frame's source MAC names the host that sent it
-      for (auto& other : hcas_)
-        if (std::memcmp(p.data + 6, other->identity().mac, 6) == 0) sender = other->identity().name;
+      const uint32_t from = host_with_mac(p.data + 6);  // the frame's source MAC
+      const std::string sender = from < hcas_.size() ? hcas_[from]->identity().name : "?";
       char summary[256];
       model::describe_frame(p, summary, sizeof summary);
       pcap_notes_.fault(p.id, Engine::instance().now_ps(), sender, what, summary);

@@ -132,6 +132,8 @@ class World {
   /** @brief Connect the hosts' ports: a cable for two, a switch for more; --faults in between. */
   void wire_up();
   /** @brief Write @p wire's faults (host @p host's) to the capture's side file, <pcap>.faults. */
+  /** The index of the host whose port has MAC @p mac, or FaultClause::kAny. */
+  uint32_t host_with_mac(const uint8_t* mac) const;
   /** Opens <pcap>.faults unless it is open; false (said on stderr) if it cannot. */
   bool open_fault_notes();
   void note_faults_in_capture(FaultyWire& wire, uint32_t host);
