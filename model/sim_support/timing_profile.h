@@ -11,17 +11,23 @@ namespace hcasim::model {
 /** @brief Every latency and rate the model uses, in picoseconds and bits per second. */
 struct TimingProfile {
   std::string name;
-  double link_bps;             ///< Ethernet line rate
-  uint64_t propagation_ps;     ///< cable propagation delay
-  uint64_t mmio_write_ps;      ///< CPU store to UAR until the doorbell unit sees it
-  uint64_t pcie_read_ps;       ///< DMA read round trip (request to completion)
-  uint64_t pcie_write_ps;      ///< posted DMA write until visible in host memory
-  double pcie_bps;             ///< DMA payload bandwidth
-  uint64_t qpc_hit_ps;         ///< QPC cache hit
-  uint64_t qpc_miss_ps;        ///< QPC fetch from ICM on a cache miss
-  uint64_t wqe_decode_ps;      ///< parse one WQE
-  uint64_t pkt_process_ps;     ///< receive pipeline per packet
-  uint64_t irq_ps;             ///< MSI-X message to interrupt handler
+  double link_bps;          ///< Ethernet line rate
+  uint64_t propagation_ps;  ///< cable propagation delay
+  uint64_t mmio_write_ps;   ///< CPU store to UAR until the doorbell unit sees it
+  uint64_t pcie_read_ps;    ///< DMA read round trip (request to completion)
+  uint64_t pcie_write_ps;   ///< posted DMA write until visible in host memory
+  double pcie_bps;          ///< DMA payload bandwidth
+  uint64_t qpc_hit_ps;      ///< QPC cache hit
+  uint64_t qpc_miss_ps;     ///< QPC fetch from ICM on a cache miss
+  uint64_t wqe_decode_ps;   ///< parse one WQE
+  uint64_t pkt_process_ps;  ///< receive pipeline per packet
+  uint64_t irq_ps;          ///< MSI-X message to interrupt handler
+  /**
+   * @brief A firmware command (create, modify, query or destroy a context), from the mailbox
+   * doorbell to its completion. Charged only in the hardware-like clock (`--clock realtime`):
+   * the lockstep clock keeps commands free so that traces stay as they were.
+   */
+  uint64_t command_ps;
   uint32_t qpc_cache_entries;  ///< QPC cache capacity
   uint32_t default_mtu;        ///< active MTU of the port
   const char* purpose;         ///< what the profile is for, in a sentence

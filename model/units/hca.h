@@ -64,6 +64,12 @@ class Hca {
   // ---- the PCIe function, as the driver sees it
   /** @brief Run a command; a destroy is first checked for work still in flight (hazards). */
   void execute(hw::CmdMailbox& mb);
+  /**
+   * @brief How long the firmware takes for one command (the profile's command_ps). The model
+   * applies a command's effects at once; in the hardware-like clock the driver sees it complete
+   * this much later, as a real driver waits for the command's completion.
+   */
+  uint64_t command_ps() const { return core_.prof.command_ps; }
   void mmio_write(uint32_t offset, uint64_t value) { doorbell_.mmio_write(offset, value); }
   void set_irq_handler(EqUnit::IrqHandler h) { core_.eq.set_irq_handler(std::move(h)); }
   // ---- the platform IOMMU in front of it

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client_link.h"
 
+#include "../world/clock.h"
 #include "../world/fatal_signals.h"
 
 #include <poll.h>
@@ -92,8 +93,13 @@ class RemoteLink : public drv::HcaLink {
   const std::string& name() const override { return name_; }
   void exec(hw::CmdMailbox& mb) override {
     CommandMsg m{index_, mb};
-    if (!c_.call(MsgType::Command, &m, sizeof m, nullptr, 0, &mb, sizeof mb))
+    CommandReply r{};
+    if (!c_.call(MsgType::Command, &m, sizeof m, nullptr, 0, &r, sizeof r)) {
       mb.status = uint8_t(hw::CmdStatus::InternalError);
+      return;
+    }
+    mb = r.mb;
+    sim::wait_until_mono_ns(r.done_ns);  // realtime: the firmware's time, of which the round trip is part
   }
   void mmio_write64(uint32_t offset, uint64_t value) override {
     DoorbellMsg m{index_, offset, value};

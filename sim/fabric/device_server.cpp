@@ -508,11 +508,15 @@ bool DeviceServer::on_control(Conn& c, const Msg& m) {
 bool DeviceServer::on_command(Conn& c, const Msg& m) {
   CommandMsg cm = m.r.command;
   model::Hca& hca = hca_of(c, cm.hca);
-  sim::Engine::instance().locked([&] {
-    sim::Engine::instance().sync_to_wall();  // realtime: at the wall-clock instant
+  CommandReply r{};
+  auto& e = sim::Engine::instance();
+  e.locked([&] {
+    e.sync_to_wall();  // realtime: at the wall-clock instant
     hca.execute(cm.mb);
+    r.done_ns = e.command_done_ns(hca.command_ps());  // the program waits for it, not this loop
   });
-  reply(c, MsgType::Command, &cm.mb, sizeof cm.mb);
+  r.mb = cm.mb;
+  reply(c, MsgType::Command, &r, sizeof r);
   return true;
 }
 

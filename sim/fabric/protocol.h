@@ -34,8 +34,8 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 4;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
-                                          // 4: HelloReply::driver_trace bits
+constexpr uint32_t kProtocolVersion = 5;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
+                                          // 4: HelloReply::driver_trace bits; 5: CommandReply
 /** @brief HelloReply::driver_trace: the device wants the driver's error events / all its others. */
 constexpr uint8_t kDriverTraceErrors = 1, kDriverTraceOthers = 2;
 /** @brief Most HCAs one host may own. */
@@ -91,6 +91,16 @@ struct StatusReply {
 struct CommandMsg {
   uint32_t hca;  ///< index among the host's HCAs
   hw::CmdMailbox mb;
+};
+/** @brief The reply to a Command: the mailbox as the firmware left it, and when it is done. */
+struct CommandReply {
+  hw::CmdMailbox mb;
+  /**
+   * Monotonic wall time (CLOCK_MONOTONIC, ns, the same clock in every process of the machine)
+   * at which the firmware finishes the command: in the realtime clock the caller waits until
+   * then, as a driver waits for a command's completion. 0: at once (lockstep).
+   */
+  uint64_t done_ns;
 };
 struct DoorbellMsg {
   uint32_t hca;

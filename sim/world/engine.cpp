@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,14 @@ uint64_t Engine::mono_ns() {
 }
 
 uint64_t Engine::now_ps() const { return sc_core::sc_time_stamp().value(); }
+
+uint64_t Engine::command_done_ns(uint64_t busy_ps) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (!realtime() || busy_ps == 0) return 0;
+  ++commands_timed_;
+  command_ps_total_ += busy_ps;
+  return wall_.wall_at(now_ps() + busy_ps);
+}
 
 void Engine::ensure_started() {
   if (started_) return;
@@ -375,6 +384,9 @@ std::string Engine::clock_report() {
                 "given up where the model could not keep up)",
                 double(now - wall_.start_sim_ps()) / 1e12, double(wall - wall_.start_wall_ns()) / 1e9,
                 wall_.sim_per_wall(now, wall), double(wall_.slip_ps()) / 1e6);
+  s += b;
+  std::snprintf(b, sizeof b, "; %" PRIu64 " firmware commands, %.1f us of command time", commands_timed_,
+                double(command_ps_total_) / 1e6);
   return s + b;
 }
 }  // namespace hcasim::sim

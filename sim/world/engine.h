@@ -162,6 +162,12 @@ class Engine {
   uint64_t steps() const { return steps_; }
   /** @brief Monotonic wall clock in ns (quiet periods, pacing). */
   static uint64_t mono_ns();
+  /**
+   * @brief Realtime: the monotonic wall time (ns) at which a firmware command issued now and
+   * taking @p busy_ps is done; 0 in lockstep, where commands take no time. Counted for --stats.
+   * The caller waits for it without the lock (wait_until_mono_ns).
+   */
+  uint64_t command_done_ns(uint64_t busy_ps);
 
  private:
   Engine();
@@ -206,6 +212,8 @@ class Engine {
   };
   std::mutex posted_mu_;  ///< guards posted_ only (taken briefly, never with mu_ inside)
   std::vector<PostedWork> posted_, applying_;
+  uint64_t commands_timed_ = 0,
+           command_ps_total_ = 0;  ///< realtime: firmware commands charged (under the lock)
   std::string switch_why_;
   uint64_t switch_ps_ = 0;
   std::function<void(const std::string&)> on_switch_;

@@ -124,15 +124,21 @@ class SimLink : public drv::HcaLink {
   SimLink(model::Hca& hca, IommuShadow* shadow) : hca_(hca), shadow_(shadow) {}
   const std::string& name() const override { return hca_.identity().name; }
   // Commands and doorbells happen at the current simulated instant; in realtime that is the
-  // wall-clock one (sync_to_wall), so the software's time between two of them counts.
+  // wall-clock one (sync_to_wall), so the software's time between two of them counts. In
+  // realtime a command also takes the firmware's time: the caller sleeps until it is done.
   void exec(hw::CmdMailbox& mb) override {
     Engine& e = Engine::instance();
     e.note_thread();
     const uint64_t issued = Engine::mono_ns();
-    Engine::ProgramLock g(e);
-    e.note_call();
-    e.sync_to_wall(issued);
-    hca_.execute(mb);
+    uint64_t done = 0;
+    {
+      Engine::ProgramLock g(e);
+      e.note_call();
+      e.sync_to_wall(issued);
+      hca_.execute(mb);
+      if (!Engine::in_kernel_thread()) done = e.command_done_ns(hca_.command_ps());
+    }
+    wait_until_mono_ns(done);
   }
   void mmio_write64(uint32_t offset, uint64_t value) override {
     Engine& e = Engine::instance();

@@ -6,9 +6,14 @@
 # device may lead the wall clock by up to 5 us, clock.h kLeadPs), and no more than a generous
 # bound (a loaded machine may preempt the program, which on hardware would take as long).
 #
-#   clock_test.sh HCASIM SPIN_BETWEEN_POSTS [SPIN_US]
+# With PD_PAIRS > 0 the program also allocates and frees a PD that many times between the posts:
+# 2 x PD_PAIRS firmware commands, each taking the profile's command time (20 us) in realtime
+# and nothing in lockstep; the realtime gap must then cover them too.
+#
+#   clock_test.sh HCASIM SPIN_BETWEEN_POSTS [SPIN_US [PD_PAIRS]]
 set -u
-hcasim=$1 prog=$2 spin=${3:-20}
+hcasim=$1 prog=$2 spin=${3:-20} pd_pairs=${4:-0}
+command_us=20  # the default profile's firmware command (hcasim profiles)
 fail() { echo "FAIL: $*" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hcasim-clock.XXXXXX") || fail mktemp
 trap 'rm -rf "$tmp"' EXIT
@@ -23,16 +28,19 @@ gap_ns() {  # the second doorbell's time minus the first's, in ns (integer)
 
 for mode in lockstep realtime; do
   "$hcasim" run --clock "$mode" --idle-us 0 --trace "$tmp/$mode.trace" --trace-filter unit=doorbell --stats \
-    -- "$prog" "$spin" >"$tmp/$mode.out" 2>&1 || { cat "$tmp/$mode.out"; fail "$mode run failed"; }
+    -- "$prog" "$spin" "$pd_pairs" >"$tmp/$mode.out" 2>&1 || { cat "$tmp/$mode.out"; fail "$mode run failed"; }
   head -1 "$tmp/$mode.trace" | grep -q "clock $mode" || fail "$mode: the trace does not name its clock"
   grep -q "^clock: $mode" "$tmp/$mode.out" || fail "$mode: --stats does not name its clock"
   gap=$(gap_ns "$tmp/$mode.trace")
   [ "$gap" != none ] || { cat "$tmp/$mode.trace"; fail "$mode: expected two SQ doorbells on hcasim0"; }
-  echo "$mode: second doorbell $gap ns after the first ($spin us of computation between the posts)"
+  echo "$mode: second doorbell $gap ns after the first ($spin us of computation and $((2 * pd_pairs))" \
+    "firmware commands between the posts)"
   eval "gap_$mode=$gap"
 done
 [ "$gap_lockstep" -eq 0 ] || fail "lockstep: doorbells $gap_lockstep ns apart, expected 0"
-[ "$gap_realtime" -ge $(( (spin - 5) * 1000 )) ] || fail "realtime: doorbells only $gap_realtime ns apart"
-[ "$gap_realtime" -le $(( spin * 1000 + 50000000 )) ] || fail "realtime: doorbells $gap_realtime ns apart"
+expect_us=$((spin + 2 * pd_pairs * command_us))
+[ "$gap_realtime" -ge $(( (expect_us - 5) * 1000 )) ] || fail "realtime: doorbells only $gap_realtime ns apart"
+[ "$gap_realtime" -le $(( expect_us * 1000 + 50000000 )) ] || fail "realtime: doorbells $gap_realtime ns apart"
 grep -q "simulated s per wall s" "$tmp/realtime.out" || fail "realtime: --stats has no slowdown figure"
+grep -q "firmware commands, " "$tmp/realtime.out" || fail "realtime: --stats does not count firmware commands"
 echo "PASS"

@@ -4,7 +4,11 @@
 // doorbells landed in simulated time (tests/e2e/clock_test.sh): 0 ns apart in lockstep, where
 // software time is free, and about the spin apart in realtime, as on hardware.
 //
-//   spin_between_posts [SPIN_US]        (default 20)
+// With PD_PAIRS > 0 the program also allocates and frees a protection domain that many times
+// between the posts: two firmware commands each, which in realtime take the profile's command
+// time (20 us each by default) and in lockstep none.
+//
+//   spin_between_posts [SPIN_US [PD_PAIRS]]        (defaults 20, 0)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,10 +32,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "spin_between_posts: SPIN_US must be 0..1000000\n");
     return 2;
   }
+  const long pd_pairs = argc > 2 ? std::strtol(argv[2], nullptr, 10) : 0;
+  if (pd_pairs < 0 || pd_pairs > 1000) {
+    std::fprintf(stderr, "spin_between_posts: PD_PAIRS must be 0..1000\n");
+    return 2;
+  }
   bench::Side a{}, b{};
   if (!bench::open_simulated_pair(a, b, "spin_between_posts")) return 2;
   bench::post_signaled_write(a, b, 1);
   spin(us);
+  for (long i = 0; i < pd_pairs; ++i) {
+    ibv_pd* pd = ibv_alloc_pd(a.ctx);
+    if (!pd || ibv_dealloc_pd(pd) != 0) {
+      std::fprintf(stderr, "spin_between_posts: ibv_alloc_pd/ibv_dealloc_pd failed\n");
+      return 1;
+    }
+  }
   bench::post_signaled_write(a, b, 2);
   for (int done = 0; done < 2;) {
     ibv_wc wc{};
@@ -44,6 +60,9 @@ int main(int argc, char** argv) {
   }
   bench::close_side(a);
   bench::close_side(b);
-  std::printf("spin_between_posts: 2 WRITEs completed, %ld us of computation between the posts\n", us);
+  std::printf(
+      "spin_between_posts: 2 WRITEs completed, %ld us of computation and %ld firmware commands between "
+      "the posts\n",
+      us, 2 * pd_pairs);
   return 0;
 }
