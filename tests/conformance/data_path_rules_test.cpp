@@ -71,6 +71,23 @@ TEST_F(DataPathRules, SgeListUpToMaxSendSge) {
   EXPECT_EQ(PostSend(a_, 22, IBV_WR_SEND, too_many), EINVAL);
 }
 
+// C9-88 (IBTA vol.1 9.4.4): an RDMA WRITE of zero bytes needs no valid R_Key or address at the
+// responder; it completes successfully with nothing written (the verbs transport's liveness probe
+// relies on it). rxe says so in check_rkey() (rxe_resp.c, "A zero-byte op is not required to
+// set an addr or rkey").
+TEST_F(DataPathRules, ZeroByteWriteNeedsNoKeyOrAddress) {
+  ASSERT_NO_FATAL_FAILURE(Build());
+  memset(b_.buf, 0x5a, 64);
+  ASSERT_EQ(PostSend(a_, 25, IBV_WR_RDMA_WRITE, {}, IBV_SEND_SIGNALED, 0, 0, 0), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.wr_id, 25u);
+  EXPECT_EQ(wc.opcode, IBV_WC_RDMA_WRITE);
+  EXPECT_TRUE(NoCompletion(b_.rcq, 20));
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(b_.buf[i], 0x5a) << "byte " << i;
+}
+
 // 9.4.4: a READ longer than the path MTU comes back as FIRST/MIDDLE.../LAST responses.
 TEST_F(DataPathRules, ReadResponseSpansManyPsns) {
   ASSERT_NO_FATAL_FAILURE(Build());

@@ -7,7 +7,9 @@
 // link is fine learns it from the abort message a failed rank sends over every pair still
 // working (PairGroup), and ends with an IoError carrying that same WC status. Only hcasim1
 // itself, cut off from everyone, may end with a TimeoutError (saying its port is down) if it had
-// nothing in flight.
+// nothing in flight. A rank with nothing in flight over the dead link, waiting on a healthy peer
+// that waits on the broken one, learns it from its liveness probe (PairOptions::probeInterval).
+#include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 #include <regex>
@@ -123,4 +125,60 @@ TEST(LinkDown, AllreduceGivesEveryRankAClearErrorNamingThePeer) {
   // flight when the link went down; the others hear it from a peer ("the peer gave up: ...").
   std::printf("every rank ended with an error %.1f s (wall) after the start; %d with a WC status\n", secs,
               retry_errors);
+}
+
+// The case the liveness probe exists for: two ranks that both wait to receive, with nothing in
+// flight, when hcasim1's link goes down. No send of theirs can fail, so without a probe both
+// would wait out their 10 s timeout; with one (PairOptions::probeInterval, 200 ms here) each
+// rank's probe runs out of retries (4 x 4.2 ms) and the wait ends with an IoError carrying the
+// WC status, long before the timeout.
+TEST(LinkDown, IdleWaitsLearnItFromTheirProbes) {
+  if (!simPresent()) GTEST_SKIP() << "needs the simulator's link faults";
+  ASSERT_EQ(setenv("HCASIM_FAULTS", "link-down=hcasim1@50ms", 1), 0);
+  Watchdog wd(55, "idle waits under a link-down");
+  HashStore store;
+  std::vector<Outcome> outs(2);
+  std::vector<uint64_t> probes(2);
+  std::vector<std::thread> ts;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      Outcome& out = outs[size_t(r)];
+      try {
+        DeviceAttr da;
+        da.name = deviceFor(r);
+        ContextOptions co;
+        co.pair.qpTimeout = 10;
+        co.pair.retryCnt = 3;
+        co.pair.timeout = std::chrono::milliseconds(10000);
+        co.pair.probeInterval = std::chrono::milliseconds(200);
+        Context ctx(r, 2, Device::open(da), co);
+        ctx.connectFullMesh(store);
+        Pair& p = ctx.pair(1 - r);
+        try {
+          p.recv(77);  // nobody sends it
+        } catch (...) {
+          probes[size_t(r)] = p.stats().probesSent;
+          throw;
+        }
+      } catch (const IoError& e) {
+        out.kind = "IoError";
+        out.what = e.what();
+      } catch (const std::exception& e) {
+        out.kind = "other";
+        out.what = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int r = 0; r < 2; ++r) {
+    const Outcome& o = outs[size_t(r)];
+    std::printf("rank %d (%" PRIu64 " probes): %s: %s\n", r, probes[size_t(r)], o.kind.c_str(),
+                o.what.c_str());
+    EXPECT_EQ(o.kind, "IoError") << "rank " << r << ": " << o.what;
+    EXPECT_NE(o.what.find(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)), std::string::npos) << o.what;
+    EXPECT_NE(o.what.find("liveness probe"), std::string::npos) << o.what;
+    EXPECT_GE(probes[size_t(r)], 1u) << "rank " << r;
+  }
+  std::printf("both waits ended %.2f s (wall) after the start\n", secs);
 }

@@ -202,6 +202,11 @@ int Device::progressAll() {
   return n;
 }
 
+void Device::probeAll() {
+  std::lock_guard<std::recursive_mutex> g(pairsMu_);  // a pair detaches under it before it goes
+  for (Pair* p : pairs_) p->probe();
+}
+
 void Device::loop() {
   pollfd pfs[2] = {{channel_->fd, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
   while (!stop_.load()) {

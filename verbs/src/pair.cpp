@@ -17,7 +17,9 @@ namespace hcasim::verbs {
 namespace {
 
 // wr_id: kind in the top byte, a value below it.
-enum Kind : uint8_t { kRecv = 1, kSendCtl = 2, kAckWr = 3, kWrite = 4 };
+enum Kind : uint8_t { kRecv = 1, kSendCtl = 2, kAckWr = 3, kWrite = 4, kProbe = 5 };
+// Send queue entries and CQEs beyond FlowControl's: the one liveness probe a pair may have out.
+constexpr uint32_t kProbeWrs = 1;
 constexpr uint64_t kValueMask = (uint64_t(1) << 56) - 1;
 uint64_t wrId(Kind k, uint64_t v) { return (uint64_t(k) << 56) | (v & kValueMask); }
 Kind kindOf(uint64_t id) { return Kind(id >> 56); }
@@ -28,6 +30,7 @@ const char* kindName(uint64_t id) {
     case kSendCtl: return "message/grant send";
     case kAckWr: return "ack send";
     case kWrite: return "RDMA write";
+    case kProbe: return "liveness probe";
   }
   return "unknown";
 }
@@ -77,9 +80,12 @@ Pair::Pair(std::shared_ptr<Device> dev, const PairOptions& opts, std::string lab
       fc_(FlowControl::Config{opts.dataWr, opts.ackWr}) {
   if (opts_.maxWriteBytes == 0 || opts_.maxWriteBytes > (size_t(1) << 31))
     throw std::invalid_argument(label_ + ": maxWriteBytes must be 1 .. 2^31");
+  if (opts_.probeInterval.count() < 0)
+    throw std::invalid_argument(label_ + ": probeInterval must be >= 0 ms (0: no liveness probes)");
   event_ = dev_->mode() == PollMode::Event;
   slotBytes_ = kHeader + std::max<size_t>(opts_.maxMessageBytes, kGrantBody);
-  const uint32_t sq = fc_.sendQueueDepth(), rq = fc_.recvQueueDepth(), cqe = fc_.completionQueueDepth();
+  const uint32_t sq = fc_.sendQueueDepth() + kProbeWrs, rq = fc_.recvQueueDepth();
+  const uint32_t cqe = fc_.completionQueueDepth() + kProbeWrs;
   const ibv_device_attr& da = dev_->attr();
   if (int(sq) > da.max_qp_wr || int(rq) > da.max_qp_wr || int(cqe) > da.max_cqe)
     throw std::invalid_argument(label_ + ": queues of " + std::to_string(sq) + "/" + std::to_string(rq) +
@@ -427,6 +433,7 @@ void Pair::handle(const ibv_wc& wc) {
       fc_.onDataCompletion();
       return;
     case kAckWr: fc_.onAckCompletion(); return;
+    case kProbe: probeOutstanding_ = false; return;
     case kWrite: {
       fc_.onDataCompletion();
       auto it = writes_.find(v);
@@ -570,6 +577,26 @@ void Pair::fail(const std::string& what) {
   cv_.notify_all();
 }
 
+void Pair::probe() {
+  std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
+  if (!lk.owns_lock() || !connected_ || !error_.empty()) return;
+  pollLocked();  // the completion of the last probe may be waiting
+  if (probeOutstanding_ || !error_.empty()) return;
+  // C9-88: an RDMA WRITE of zero bytes carries no address or key the responder checks, and
+  // consumes no receive; only its ACK matters.
+  ibv_send_wr wr{};
+  wr.wr_id = wrId(kProbe, 0);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(qp_, &wr, &bad)) {
+    fail("ibv_post_send(liveness probe) failed: " + std::string(std::strerror(rc)));
+    return;
+  }
+  probeOutstanding_ = true;
+  ++stats_.probesSent;
+}
+
 std::string Pair::portNote() const {
   // A waiting receiver whose own link went down sees no error completion (it has nothing in
   // flight); its port state is the clue.
@@ -616,7 +643,8 @@ Pair::Clock::time_point Pair::deadline(std::optional<std::chrono::milliseconds> 
 template <class Pred>
 void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_point dl, const char* what) {
   const auto start = Clock::now();
-  int idle = 0;  // busy polling: rounds in a row that found nothing
+  auto probed = start;  // when this wait last probed (PairOptions::probeInterval)
+  int idle = 0;         // busy polling: rounds in a row that found nothing
   for (;;) {
     if (pred()) return;
     throwIfFailed();
@@ -630,6 +658,13 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
           label_ + ": timed out after " +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()) +
           " ms waiting for " + what + " (" + state_locked() + ")" + portNote());
+    }
+    if (opts_.probeInterval.count() > 0 && now - probed >= opts_.probeInterval) {
+      probed = now;
+      lk.unlock();  // probeAll takes each pair's lock, this one's too
+      dev_->probeAll();
+      lk.lock();
+      continue;
     }
     if (!event_) {
       lk.unlock();

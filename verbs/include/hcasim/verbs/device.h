@@ -85,6 +85,8 @@ class Device : public std::enable_shared_from_this<Device> {
 
   /** @brief Busy-poll mode: polls every pair once. Returns completions handled. */
   int progressAll();
+  /** @brief A liveness probe on every pair (Pair::probe, PairOptions::probeInterval). */
+  void probeAll();
 
   /** @brief Loop-thread statistics. */
   uint64_t eventsHandled() const { return events_.load(); }

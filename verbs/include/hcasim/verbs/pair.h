@@ -64,6 +64,16 @@ struct PairOptions {
   uint8_t minRnrTimer = 12;     ///< 0.64 ms
   uint32_t maxInlineData = 64;  ///< asked for at QP creation; 0 if refused
   int psn = -1;                 ///< initial PSN; -1: random
+  /**
+   * A wait that has lasted this long without its condition coming true sends a liveness probe
+   * (a zero-length RDMA WRITE, which needs no receive and no key at the peer) on every pair of
+   * the device, and again each time this much more passes; 0: never. A probe over a dead link
+   * runs out of retries and fails its pair with the WC status, which then ends the waits of the
+   * group and reaches the peers (PairGroup). Without it, a rank with nothing in flight over the
+   * broken link (waiting to receive from a healthy peer that waits on it in turn) would only
+   * learn of the failure from its timeout.
+   */
+  std::chrono::milliseconds probeInterval{1000};
 };
 
 class Pair;
@@ -152,7 +162,8 @@ class Pair {
     uint64_t writesSent = 0, writeWrsPosted = 0, writesReceived = 0;
     uint64_t acksSent = 0, acksReceived = 0;
     uint64_t completions = 0, events = 0, pollCalls = 0;
-    uint64_t maxQueued = 0;  ///< most data items ever waiting for credits
+    uint64_t maxQueued = 0;   ///< most data items ever waiting for credits
+    uint64_t probesSent = 0;  ///< liveness probes (PairOptions::probeInterval)
   };
   Stats stats() const;
   /** @brief Credits, queue, slots: for error messages and debugging. */
@@ -223,6 +234,11 @@ class Pair {
   void abortPeers();
   /** @brief Queue the abort message carrying @p why, unless this pair itself failed. */
   void sendAbortLocked(const std::string& why);
+  /**
+   * @brief A liveness probe on this pair (PairOptions::probeInterval), unless it is busy (its
+   * lock is taken), not connected, failed, or its last probe has not completed. Takes the lock.
+   */
+  void probe();
   /** @brief "; hcasim1 port 1 is down" when the device's port is not active, else empty (timeouts). */
   std::string portNote() const;
   std::string describeWc(const ibv_wc& wc) const;
@@ -277,6 +293,7 @@ class Pair {
   std::string error_;
   std::shared_ptr<PairGroup> group_;  ///< the pairs that fail with this one (may be null)
   bool armedNext_ = false;
+  bool probeOutstanding_ = false;  ///< a liveness probe awaits its completion
   int sendWaiters_ = 0;
   unsigned eventsUnacked_ = 0;
   Stats stats_;
