@@ -68,24 +68,25 @@ inline void open_side(Side& s, ibv_device* dev, size_t bytes, bool channel = fal
   if (ibv_query_gid(s.ctx, 1, 1, &s.gid)) die("ibv_query_gid");
 }
 
-inline void connect(Side& s, const Side& peer) {
+/** @brief INIT, RTR towards QP @p peer_qpn at @p peer_gid (GID index 1), RTS: one RC QP, any host. */
+inline void connect_qp(ibv_qp* qp, const ibv_gid& peer_gid, uint32_t peer_qpn) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     die("INIT");
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_4096;
-  a.dest_qp_num = peer.qp->qp_num;
+  a.dest_qp_num = peer_qpn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
   a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer.gid;
+  a.ah_attr.grh.dgid = peer_gid;
   a.ah_attr.grh.sgid_index = 1;
   a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(s.qp, &a,
+  if (ibv_modify_qp(qp, &a,
                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     die("RTR");
@@ -95,11 +96,14 @@ inline void connect(Side& s, const Side& peer) {
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 1;
-  if (ibv_modify_qp(s.qp, &a,
+  if (ibv_modify_qp(qp, &a,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                         IBV_QP_MAX_QP_RD_ATOMIC))
     die("RTS");
 }
+
+/** @brief Connect @p s's QP to @p peer's. */
+inline void connect(Side& s, const Side& peer) { connect_qp(s.qp, peer.gid, peer.qp->qp_num); }
 
 /** @brief Destroy what open_side() made (a program that frees what it used leaks nothing). */
 inline void close_side(Side& s) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "cable_switch.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace hcasim::sim {
@@ -29,27 +30,23 @@ uint64_t mac_key(const uint8_t* m) {
 }
 }  // namespace
 
-// Egress: the switch's transmitter towards one host (serialises at line rate).
+// Egress: the switch's transmitter towards one host. It sends in arrival order at line rate, so
+// a frame's departure is known when it arrives: after the frames queued before it. (Keeping the
+// waiting frames in a timed queue instead cost each of them a re-queue per departure ahead of it:
+// quadratic in the queue's length, which many-to-one traffic over many hosts makes long.)
 struct Switch::Egress {
   Egress(const model::TimingProfile& prof, model::EthPort& host)
       : prof(prof),
         host(host),
-        txq("switch.tx", [this](model::PacketPtr& p) { send(p); }),
         flight("switch.link", [this](model::PacketPtr& p) { this->host.receive(std::move(p)); }) {}
   void send(model::PacketPtr& p) {
-    const uint64_t now = model::now_ps();
-    if (busy > now) {
-      txq.push(busy, std::move(p));
-      return;
-    }
-    busy = now + prof.wire_ps(p->len);
+    busy = std::max(model::now_ps(), busy) + prof.wire_ps(p->len);
     flight.push(busy + prof.propagation_ps, std::move(p));
   }
   const model::TimingProfile& prof;
   model::EthPort& host;
-  model::TimedQueue<model::PacketPtr> txq;
   model::TimedQueue<model::PacketPtr> flight;
-  uint64_t busy = 0;
+  uint64_t busy = 0;  ///< when the last frame queued so far has left
 };
 
 // Ingress: what a host transmits into; after propagation and a cut-through-free
@@ -66,7 +63,7 @@ struct Switch::Ingress : model::WireSide {
                    "switch: unknown destination MAC, frame dropped");
       return;
     }
-    it->second->txq.push(model::now_ps(), std::move(p));
+    it->second->send(p);
   }
   Switch& sw;
   model::TimedQueue<model::PacketPtr> arrive;
