@@ -119,7 +119,9 @@ void EthPort::send(PacketPtr pkt, uint64_t now) {
   busy_until_ = end;
   ++tx_pkts_;
   tx_bytes_ += pkt->len;
-  if (tracer_.on()) describe("TX", *pkt);
+  // Describing a frame costs more than sending it: only when a sink wants the line (the error
+  // sink that is always attached does not).
+  if (tracer_.on() && tracer_.wants(TraceUnit::Port, TraceKind::PktTx)) describe("TX", *pkt);
   if (tap_) tap_(now, *pkt);
   report_sent(*pkt, end);
   if (std::memcmp(pkt->data, mac_, 6) == 0) {  // to ourselves: internal loopback, no wire
@@ -138,7 +140,7 @@ void EthPort::receive(PacketPtr pkt) {
   }
   ++rx_pkts_;
   rx_bytes_ += pkt->len;
-  if (tracer_.on()) {
+  if (tracer_.on() && tracer_.wants(TraceUnit::Port, TraceKind::PktRx)) {
     char buf[256];
     TraceFields f;
     describe_with_fields(*pkt, buf, sizeof buf, f);
