@@ -190,6 +190,7 @@ class Engine {
 
   std::recursive_mutex mu_;
   int efd_ = -1;
+  std::atomic<bool> kicked_{false};  ///< efd_ may be readable: run_until_visible drains it
   bool started_ = false;
   uint64_t steps_ = 0;
   std::atomic<uint64_t> last_call_ns_{0};
