@@ -31,9 +31,7 @@ struct Usage {
 
 Usage usage_of(const std::string& pid) {
   Usage u;
-  std::ifstream status("/proc/" + pid + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) u.rss_kib = std::strtol(line.c_str() + 6, nullptr, 10);
+  u.rss_kib = bench::rss_kib(pid);
   if (DIR* d = opendir(("/proc/" + pid + "/fd").c_str())) {
     u.fds = 0;
     while (dirent* e = readdir(d))

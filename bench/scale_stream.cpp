@@ -52,16 +52,6 @@ struct Qp {
 
 constexpr size_t kHostBuffer = 1 << 20;
 
-/** @brief Resident set size of this process in KiB (/proc/self/statm). */
-uint64_t rss_kib() {
-  unsigned long pages = 0, resident = 0;
-  FILE* f = std::fopen("/proc/self/statm", "r");
-  if (!f) return 0;
-  if (std::fscanf(f, "%lu %lu", &pages, &resident) != 2) resident = 0;
-  std::fclose(f);
-  return uint64_t(resident) * 4;
-}
-
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -163,12 +153,12 @@ int main(int argc, char** argv) {
     ++qps_on[pairs[c % pairs.size()].first];
     ++qps_on[pairs[c % pairs.size()].second];
   }
-  const uint64_t rss0 = rss_kib();
+  const long rss0 = bench::rss_kib();
   std::vector<Host> hosts(hosts_n);
   for (uint32_t i = 0; i < hosts_n; ++i)
     open_host(hosts[i], list[i], int(std::max(1u, qps_on[i] * o.window)));
   ibv_free_device_list(list);
-  const uint64_t rss_hosts = rss_kib();
+  const long rss_hosts = bench::rss_kib();
   std::vector<Qp> qps(size_t(conns) * 2);
   std::unordered_map<uint32_t, Qp*> by_qpn;
   for (uint32_t c = 0; c < conns; ++c) {
@@ -182,7 +172,7 @@ int main(int argc, char** argv) {
     by_qpn[a.qp->qp_num | (i << 24)] = &a;
     by_qpn[b.qp->qp_num | (j << 24)] = &b;
   }
-  const uint64_t rss_qps = rss_kib();
+  const long rss_qps = bench::rss_kib();
 
   const double t0 = bench::wall_now();
   const uint64_t s0 = sim_now ? sim_now() : 0;

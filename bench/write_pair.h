@@ -17,12 +17,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace bench {
 
 inline double wall_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/** @brief Resident memory of process @p pid ("self" or a number) in KiB (VmRSS), or -1. */
+inline long rss_kib(const std::string& pid = "self") {
+  std::ifstream status("/proc/" + pid + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  return -1;
 }
 
 [[noreturn]] inline void die(const char* what) {

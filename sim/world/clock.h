@@ -27,17 +27,25 @@
 namespace hcasim::sim {
 
 /**
- * @brief Wait until monotonic wall time @p wall_ns (std::chrono::steady_clock, i.e.
- * CLOCK_MONOTONIC, the same in every process of a machine; 0 or past: return at once), as a
- * driver waits for a firmware command: without holding anything, giving the core to any
- * other thread that wants it. A sleep alone would overshoot a 20 us wait several times over
- * (timer slack), so only a long wait sleeps, and the last stretch yields in a loop.
+ * @brief Monotonic wall time in ns: std::chrono::steady_clock, i.e. CLOCK_MONOTONIC, the same
+ * clock in every process of a machine (the fabric's device and programs compare instants).
+ */
+inline uint64_t mono_now_ns() {
+  using namespace std::chrono;
+  return uint64_t(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
+}
+
+/**
+ * @brief Wait until monotonic wall time @p wall_ns (mono_now_ns()), as a driver waits for a
+ * firmware command: without holding anything, giving the core to any other thread that wants
+ * it. A sleep alone would overshoot a 20 us wait several times over (timer slack), so only a
+ * long wait sleeps, and the last stretch yields in a loop. 0 or a past time: return at once.
  */
 inline void wait_until_mono_ns(uint64_t wall_ns) {
   using namespace std::chrono;
   constexpr uint64_t kSleepSlackNs = 80'000;  // what a sleep may overshoot by
   for (;;) {
-    const uint64_t now = uint64_t(duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count());
+    const uint64_t now = mono_now_ns();
     if (now >= wall_ns) return;
     if (wall_ns - now > 2 * kSleepSlackNs)
       std::this_thread::sleep_for(nanoseconds(wall_ns - now - kSleepSlackNs));

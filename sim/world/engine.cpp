@@ -57,11 +57,7 @@ Engine::Engine() {
 
 Engine::~Engine() { stop_idle_advancer(); }
 
-uint64_t Engine::mono_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
+uint64_t Engine::mono_ns() { return mono_now_ns(); }
 
 uint64_t Engine::now_ps() const { return sc_core::sc_time_stamp().value(); }
 

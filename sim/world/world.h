@@ -131,11 +131,11 @@ class World {
   void open_step(const StepIo& io, const std::vector<std::string>& names);
   /** @brief Connect the hosts' ports: a cable for two, a switch for more; --faults in between. */
   void wire_up();
-  /** @brief Write @p wire's faults (host @p host's) to the capture's side file, <pcap>.faults. */
   /** The index of the host whose port has MAC @p mac, or FaultClause::kAny. */
   uint32_t host_with_mac(const uint8_t* mac) const;
   /** Opens <pcap>.faults unless it is open; false (said on stderr) if it cannot. */
   bool open_fault_notes();
+  /** @brief Write @p wire's faults (host @p host's) to the capture's side file, <pcap>.faults. */
   void note_faults_in_capture(FaultyWire& wire, uint32_t host);
   /** With --pcap: the frames --drop, drop= and step mode's drop next lose, in <pcap>.faults too. */
   void note_drops_in_capture();

@@ -40,30 +40,20 @@ struct Outcome {
   bool wrong = false;  ///< an allreduce returned a wrong result
 };
 
-Outcome runRank(int r, HashStore& store) {
-  Outcome out;
+/** @brief Pair options for a link that goes down: a short retry budget, a timeout well beyond it. */
+ContextOptions linkDownOptions() {
+  ContextOptions co;
+  co.pair.qpTimeout = 10;  // 4.096 us * 2^10 = 4.2 ms; retry budget 4 x 4.2 ms
+  co.pair.retryCnt = 3;
+  co.pair.timeout = std::chrono::milliseconds(10000);  // a peer that stopped answering (and the setup)
+  return co;
+}
+
+/** @brief Run @p body; the error it ends with goes to @p out (its class and text). */
+template <class Body>
+void recordError(Outcome& out, Body&& body) {
   try {
-    DeviceAttr da;
-    da.name = deviceFor(r);
-    auto dev = Device::open(da);
-    ContextOptions co;
-    co.pair.qpTimeout = 10;  // 4.096 us * 2^10 = 4.2 ms; retry budget 4 x 4.2 ms
-    co.pair.retryCnt = 3;
-    co.pair.timeout = std::chrono::milliseconds(10000);  // a peer that stopped answering (and the setup)
-    Context ctx(r, kRanks, dev, co);
-    ctx.connectFullMesh(store);
-    std::vector<int64_t> v(kCount);
-    for (int it = 0; it < kMaxIterations; ++it) {
-      for (size_t i = 0; i < kCount; ++i) v[i] = input(r, i, it);
-      allreduce(ctx, v.data(), kCount, DataType::Int64, ReduceOp::Sum);
-      for (size_t i = 0; i < kCount; ++i)
-        if (v[i] != expected(i, it)) {
-          out.wrong = true;
-          out.what = "allreduce " + std::to_string(it) + ": element " + std::to_string(i) + " is wrong";
-          return out;
-        }
-      ++out.iterations;
-    }
+    body();
   } catch (const IoError& e) {
     out.kind = "IoError";
     out.what = e.what();
@@ -74,6 +64,28 @@ Outcome runRank(int r, HashStore& store) {
     out.kind = "other";
     out.what = e.what();
   }
+}
+
+Outcome runRank(int r, HashStore& store) {
+  Outcome out;
+  recordError(out, [&] {
+    DeviceAttr da;
+    da.name = deviceFor(r);
+    Context ctx(r, kRanks, Device::open(da), linkDownOptions());
+    ctx.connectFullMesh(store);
+    std::vector<int64_t> v(kCount);
+    for (int it = 0; it < kMaxIterations; ++it) {
+      for (size_t i = 0; i < kCount; ++i) v[i] = input(r, i, it);
+      allreduce(ctx, v.data(), kCount, DataType::Int64, ReduceOp::Sum);
+      for (size_t i = 0; i < kCount; ++i)
+        if (v[i] != expected(i, it)) {
+          out.wrong = true;
+          out.what = "allreduce " + std::to_string(it) + ": element " + std::to_string(i) + " is wrong";
+          return;
+        }
+      ++out.iterations;
+    }
+  });
   return out;
 }
 
@@ -143,14 +155,10 @@ TEST(LinkDown, IdleWaitsLearnItFromTheirProbes) {
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < 2; ++r)
     ts.emplace_back([&, r] {
-      Outcome& out = outs[size_t(r)];
-      try {
+      recordError(outs[size_t(r)], [&] {
         DeviceAttr da;
         da.name = deviceFor(r);
-        ContextOptions co;
-        co.pair.qpTimeout = 10;
-        co.pair.retryCnt = 3;
-        co.pair.timeout = std::chrono::milliseconds(10000);
+        ContextOptions co = linkDownOptions();
         co.pair.probeInterval = std::chrono::milliseconds(200);
         Context ctx(r, 2, Device::open(da), co);
         ctx.connectFullMesh(store);
@@ -161,13 +169,7 @@ TEST(LinkDown, IdleWaitsLearnItFromTheirProbes) {
           probes[size_t(r)] = p.stats().probesSent;
           throw;
         }
-      } catch (const IoError& e) {
-        out.kind = "IoError";
-        out.what = e.what();
-      } catch (const std::exception& e) {
-        out.kind = "other";
-        out.what = e.what();
-      }
+      });
     });
   for (auto& t : ts) t.join();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
