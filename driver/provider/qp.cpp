@@ -264,7 +264,7 @@ namespace {
 
 /** The context CreateQp programs for a QP whose rings @p q already holds. */
 hw::Qpc create_qpc(const SimQp& q, const ibv_qp_init_attr& a, const ibv_qp_cap& cap, const hw::HcaCaps& caps,
-                   uint64_t dbrec_iova) {
+                   uint64_t dbrec_iova, bool gsi) {
   hw::Qpc qpc{};
   qpc.pdn = q.spd->pdn;
   qpc.send_cqn = sim(a.send_cq)->cqn;
@@ -273,7 +273,7 @@ hw::Qpc create_qpc(const SimQp& q, const ibv_qp_init_attr& a, const ibv_qp_cap& 
   qpc.rq_log_size = uint8_t(q.rq_log);
   qpc.rq_log_stride = uint8_t(q.rq_stride_log);
   qpc.max_inline = uint16_t(cap.max_inline_data);
-  qpc.type = uint8_t(a.qp_type);
+  qpc.type = uint8_t(gsi ? hw::QpType::Gsi : hw::QpType(a.qp_type));
   qpc.srqn = a.srq ? sim(a.srq)->srqn : hw::kNoSrq;
   // A UD QP has no path: its messages are one packet of at most the port's MTU.
   if (a.qp_type == IBV_QPT_UD) qpc.path_mtu_log = caps.active_mtu_log;
@@ -285,7 +285,9 @@ hw::Qpc create_qpc(const SimQp& q, const ibv_qp_init_attr& a, const ibv_qp_cap& 
 
 }  // namespace
 
-ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+namespace {
+
+ibv_qp* create_any_qp(ibv_pd* pd, ibv_qp_init_attr* a, bool gsi) {
   SimContext* c = sim(pd->context);
   KernelDevice& k = *c->kdev;
   const hw::HcaCaps& caps = k.caps();
@@ -330,7 +332,8 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   q->sq_wrid.assign(1u << q->sq_log, 0);
   q->sq_nbb.assign(1u << q->sq_log, 1);
   q->rq_wrid.assign(1u << q->rq_log, 0);
-  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::CreateQp, create_qpc(*q, *a, cap, caps, dbrec_iova));
+  hw::CmdMailbox mb =
+      hw::make_cmd_with(hw::CmdOpcode::CreateQp, create_qpc(*q, *a, cap, caps, dbrec_iova, gsi));
   if (int e = k.command(mb)) {
     k.dbrecs().free(q->dbrec);
     delete q;
@@ -351,6 +354,18 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   register_qp(q);
   k.add_qp(q->qpn, &q->events);
   return &q->qp;
+}
+
+}  // namespace
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* a) { return create_any_qp(pd, a, false); }
+
+ibv_qp* create_gsi_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
+  if (!a || a->qp_type != IBV_QPT_UD) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return create_any_qp(pd, a, true);
 }
 
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {

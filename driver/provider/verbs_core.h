@@ -48,6 +48,12 @@ int resize_cq(ibv_cq* cq, int cqe);
 int destroy_cq(ibv_cq* cq);
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr);
+/**
+ * For the connection manager (driver/cm) only, as the kernel's MAD layer creates IB_QPT_GSI:
+ * the port's GSI QP, number 1, a datagram QP that verbs treats as UD (@p attr's qp_type must be
+ * IBV_QPT_UD). EBUSY if the device's GSI QP exists already.
+ */
+ibv_qp* create_gsi_qp(ibv_pd* pd, ibv_qp_init_attr* attr);
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
 int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
 int destroy_qp(ibv_qp* qp);

@@ -115,7 +115,7 @@ hw::CmdStatus CommandUnit::check_qp_resources(const hw::Qpc& q) {
   const auto type = hw::QpType(q.type);
   if (type == hw::QpType::XrcRecv)
     return xrcds_.count(q.xrcdn) ? hw::CmdStatus::Ok : hw::CmdStatus::BadResource;
-  if (type != hw::QpType::Rc && type != hw::QpType::Uc && type != hw::QpType::Ud &&
+  if (type != hw::QpType::Rc && type != hw::QpType::Uc && !hw::is_datagram(type) &&
       type != hw::QpType::XrcSend)
     return hw::CmdStatus::BadParam;
   if (!pds_.count(q.pdn) || !cq_.exists(q.send_cqn) || !cq_.exists(q.recv_cqn))
@@ -127,7 +127,10 @@ hw::CmdStatus CommandUnit::check_qp_resources(const hw::Qpc& q) {
 hw::CmdStatus CommandUnit::create_qp(hw::CmdMailbox& mb) {
   auto q = hw::cmd_in<hw::Qpc>(mb);
   if (hw::CmdStatus s = check_qp_resources(q); s != hw::CmdStatus::Ok) return s;
-  q.qpn = next_qpn_++;
+  // The GSI QP is number 1 on every HCA (IBTA 13.5.2), so there is at most one.
+  const bool gsi = hw::QpType(q.type) == hw::QpType::Gsi;
+  if (gsi && qpc_.find(hw::kGsiQpn)) return hw::CmdStatus::ResourceBusy;
+  q.qpn = gsi ? hw::kGsiQpn : next_qpn_++;
   q.state = uint8_t(hw::QpState::Reset);
   QpContext* qp = qpc_.create(q.qpn);
   if (!qp) return hw::CmdStatus::BadResource;

@@ -81,6 +81,7 @@ inline uint64_t stream_ready(QpContext& qp, bool responses, uint64_t ready_ps) {
 inline wire::Transport qp_transport(const QpContext& qp) {
   switch (hw::QpType(qp.qpc.type)) {
     case hw::QpType::Uc: return wire::Transport::UC;
+    case hw::QpType::Gsi:
     case hw::QpType::Ud: return wire::Transport::UD;
     case hw::QpType::XrcSend:
     case hw::QpType::XrcRecv: return wire::Transport::XRC;

@@ -247,11 +247,11 @@ bool Requester::transport_allows(QpContext& qp, InflightMsg& m, uint32_t mtu) {
   const bool write = m.w.op == hw::WqeOpcode::RdmaWrite || m.w.op == hw::WqeOpcode::RdmaWriteImm;
   const char* why = nullptr;
   hw::CqeSyndrome status = hw::CqeSyndrome::LocalQpOpErr;
-  if (type == hw::QpType::Ud && !send) {
+  if (hw::is_datagram(type) && !send) {
     why = "UD sends only SEND and SEND_WITH_IMM";
   } else if (type == hw::QpType::Uc && !send && !write && !is_memory_op(m.w.op)) {
     why = "UC has no RDMA READ, atomics or SEND_WITH_INV";
-  } else if (type == hw::QpType::Ud && m.w.length > mtu) {
+  } else if (hw::is_datagram(type) && m.w.length > mtu) {
     why = "UD message longer than the path MTU";  // IBTA 9.8.2: a UD message is one packet
     status = hw::CqeSyndrome::LocalLengthErr;
   }
@@ -336,9 +336,10 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
   // A READ resumed after a lost response starts at the PSN of the first response missing.
   const uint32_t psn = wire::psn_add(m.first_psn, qp.tx_pkt + read_resume_bytes(m) / batch.mtu);
   op = wire::in_transport(op, qp_transport(qp));
-  const bool ud = hw::QpType(qp.qpc.type) == hw::QpType::Ud;
+  const bool ud = hw::is_datagram(hw::QpType(qp.qpc.type));
   wire::Headers h;
-  if (!(ud ? u_.frames.datagram_headers(qp, m.w.av, op, psn, h) : u_.frames.headers_for(qp, op, psn, h))) {
+  if (ud && !u_.frames.datagram_headers(qp, m.w.av, op, psn, h)) return lose_datagram(qp, m, psn, batch);
+  if (!ud && !u_.frames.headers_for(qp, op, psn, h)) {
     local_fail(qp, m, hw::CqeSyndrome::TransportRetryExcErr, "no route to destination GID");
     return false;
   }
@@ -367,6 +368,16 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
                  "WQE %u: start %s to qp 0x%x, first PSN %u%s", m.w.index, wqe_opcode_name(m.w.op), h.dest_qp,
                  psn, ud ? " (UD)" : "");
   u_.port.transmit(std::move(pkt), stream_ready(qp, false, batch.ready));
+  return true;
+}
+
+bool Requester::lose_datagram(QpContext& qp, InflightMsg& m, uint32_t psn, const TxBatch& batch) {
+  // Nothing on the fabric owns the GID. A datagram is not acknowledged, so it completes as sent
+  // and is lost, as a UD send to a vanished host is on hardware: only a connected QP's retries
+  // find out. (A GSI QP in ERR would end the device's connection management.)
+  HCASIM_TRACE(u_.tracer, Requester, Error, qp.qpc.qpn, TraceFields().set_wqe(m.w.index).set_psn(psn),
+               "WQE %u: no route to destination GID: the datagram is lost", m.w.index);
+  if (qp.tx_pkt + 1 >= m.npkts) schedule(qp, Stage::Complete, batch.now, psn);  // as on_sent would
   return true;
 }
 

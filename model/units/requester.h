@@ -74,6 +74,8 @@ class Requester {
   bool lkeys_ok(QpContext& qp, const InflightMsg& m);
   /** @brief Build and queue @p m's next packet (qp.tx_pkt); false after failing @p m locally. */
   bool send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch);
+  /** @brief A datagram for a GID nobody owns: lost on the wire, complete as sent (true). */
+  bool lose_datagram(QpContext& qp, InflightMsg& m, uint32_t psn, const TxBatch& batch);
   bool gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uint32_t len, uint8_t* dst);
   /** @brief Place @p len response bytes at byte @p offset of @p m's scatter list. */
   bool scatter(QpContext& qp, const InflightMsg& m, uint32_t offset, const uint8_t* src, uint32_t len);

@@ -223,7 +223,7 @@ void Responder::on_request(QpContext& qp, const wire::ParsedFrame& f) {
   const wire::Headers& h = f.h;
   const auto op = wire::rc_equivalent(h.opcode);  // UC's and XRC's requests are RC's
   const auto type = hw::QpType(qp.qpc.type);
-  if (type == hw::QpType::Ud) return on_ud_request(qp, f);
+  if (hw::is_datagram(type)) return on_ud_request(qp, f);
   if (type == hw::QpType::XrcRecv && !xrc_target(qp, h)) return;
   // (An XRC receive QP has no CQ, hence no event queue, to report it on.)
   if (st == hw::QpState::Rtr && !qp.comm_est && type != hw::QpType::XrcRecv) {

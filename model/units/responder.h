@@ -77,6 +77,8 @@ class Responder {
   /** @brief UD request: Q_Key check, a receive WQE, the 40-byte network header, then the payload. */
   void on_ud_request(QpContext& qp, const wire::ParsedFrame& f);
   void ud_drop(QpContext& qp, const wire::Headers& h, const char* why);
+  /** @brief Trace what management datagram a packet for the GSI QP carries. */
+  void note_mad(QpContext& qp, const wire::ParsedFrame& f);
   void send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome);
   void read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth);
   void atomic(QpContext& qp, const wire::Headers& h);

@@ -4,6 +4,7 @@
 // same). A UC message that loses a packet is lost whole; the next message starts afresh.
 #include <cstring>
 
+#include "ib_mad.h"
 #include "responder.h"
 
 namespace hcasim::model {
@@ -38,6 +39,7 @@ void Responder::on_ud_request(QpContext& qp, const wire::ParsedFrame& f) {
     return ud_drop(qp, h, "Q_Key mismatch");
   }
   if (!take_recv(qp)) return ud_drop(qp, h, "no receive WQE posted");
+  if (hw::QpType(qp.qpc.type) == hw::QpType::Gsi) note_mad(qp, f);
   HCASIM_TRACE(u_.tracer, Responder, Note, qp.qpc.qpn,
                TraceFields().set_psn(h.psn).set_peer_qpn(h.deth.src_qp).set_wqe(qp.recv.index),
                "%s from qp 0x%x, Q_Key 0x%x matches: 40-byte network header, then %zu B, into %s WQE %u",
@@ -58,6 +60,15 @@ void Responder::on_ud_request(QpContext& qp, const wire::ParsedFrame& f) {
   }
   completion(qp, wire::has_imm(h.opcode) ? hw::CqeOpcode::RespSendImm : hw::CqeOpcode::RespSend,
              wire::kGrhLen + len, h, h.deth.src_qp, hw::kCqeGrh);
+}
+
+void Responder::note_mad(QpContext& qp, const wire::ParsedFrame& f) {
+  // The GSI QP's payload is a management datagram: name it (a CM REQ, REP, ...) for the reader.
+  if (!u_.tracer.on() || !u_.tracer.wants(trace::TraceUnit::Responder, trace::TraceKind::Note)) return;
+  char what[192];
+  wire::mad::describe(f.payload, f.payload_len, what, sizeof what);
+  HCASIM_TRACE(u_.tracer, Responder, Note, qp.qpc.qpn, TraceFields().set_peer_qpn(f.h.deth.src_qp),
+               "GSI QP receives a MAD: %s", what);
 }
 
 void Responder::uc_drop(QpContext& qp, const wire::Headers& h, const char* why) {

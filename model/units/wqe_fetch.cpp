@@ -57,7 +57,7 @@ WorkQueue send_queue(QpContext& qp) {
                    qp.qpc.qpn,
                    "sq",
                    "wqe",
-                   hw::QpType(qp.qpc.type) == hw::QpType::Ud,
+                   hw::is_datagram(hw::QpType(qp.qpc.type)),
                    hw::QpType(qp.qpc.type) == hw::QpType::XrcSend};
 }
 

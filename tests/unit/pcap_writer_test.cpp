@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "tshark.h"
+
 namespace hcasim::wire {
 namespace {
 
@@ -128,18 +130,8 @@ TEST(PcapWriter, MoveAndReopen) {
 
 // ------------------------------------------------------------------ tshark end to end
 
-bool have_tshark() { return std::system("command -v tshark >/dev/null 2>&1") == 0; }
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+using hcasim::test::have_tshark;
+using hcasim::test::run;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> v;

@@ -335,12 +335,19 @@ inline const char* qp_state_name(QpState s) {
 /**
  * @brief QP transport types (values equal enum ibv_qp_type). An XRC send QP is an RC requester
  * whose every request names a remote XRC SRQ; an XRC receive QP is an RC responder with no
- * queues of its own, taking its receive WQEs from the XRC SRQ each request names.
+ * queues of its own, taking its receive WQEs from the XRC SRQ each request names. The GSI QP
+ * (IBTA 13.5.2: QP1, the general services interface the connection manager sends its MADs on)
+ * has the value of the kernel's IB_QPT_GSI: a datagram QP like UD whose number is always 1.
  */
-enum class QpType : uint8_t { Rc = 2, Uc = 3, Ud = 4, XrcSend = 9, XrcRecv = 10 };
-/** @brief "RC", "UC", "UD", "XRC_SEND", "XRC_RECV"; "?" otherwise. */
+enum class QpType : uint8_t { Gsi = 1, Rc = 2, Uc = 3, Ud = 4, XrcSend = 9, XrcRecv = 10 };
+constexpr uint32_t kGsiQpn = 1;            ///< the GSI QP's number on every port (IBTA 13.5.2)
+constexpr uint32_t kGsiQkey = 0x80010000;  ///< the GSI's well-known Q_Key (IBTA 13.5.3)
+/** @brief UD and the GSI QP: one packet per message, addressed per WQE, with a DETH. */
+constexpr bool is_datagram(QpType t) { return t == QpType::Ud || t == QpType::Gsi; }
+/** @brief "GSI", "RC", "UC", "UD", "XRC_SEND", "XRC_RECV"; "?" otherwise. */
 inline const char* qp_type_name(QpType t) {
   switch (t) {
+    case QpType::Gsi: return "GSI";
     case QpType::Rc: return "RC";
     case QpType::Uc: return "UC";
     case QpType::Ud: return "UD";

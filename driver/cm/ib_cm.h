@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file ib_cm.h
+ * @brief The InfiniBand Communication Manager (IBTA Vol 1 chapter 12) of this process's
+ *        "kernel": one state machine per connection, REQ/REP/RTU/REJ/DREQ/DREP on the GSI QP
+ *        of each device, resends after the response timeouts, and time wait. rdma_cm
+ *        (rdma_cm.h) sits on top of it, as the kernel's rdma_cm sits on ib_cm.
+ *
+ * The CM runs on whichever thread needs it (progress(), wait()), under one recursive mutex:
+ * MADs are taken and timers fired when a program waits for a CM event, as the kernel's CM
+ * handles them from interrupts and timers. Handlers run with that mutex held and may call back.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "ib_mad.h"
+#include "mad_agent.h"
+
+namespace hcasim::drv::cm {
+
+namespace mad = hcasim::wire::mad;
+
+/** @brief Connection states (IBTA 12.9.6's, as the Linux CM names them). */
+enum class CmState : uint8_t {
+  Idle,
+  Listen,
+  ReqSent,
+  ReqRcvd,
+  RepSent,
+  RepRcvd,
+  Established,
+  DreqSent,
+  DreqRcvd,
+  Timewait,
+};
+/** @brief "IDLE", "LISTEN", "REQ_SENT", ... */
+const char* cm_state_name(CmState s);
+
+/** @brief What the CM tells the owner of a connection. */
+enum class CmEventType : uint8_t {
+  ReqReceived,   ///< a REQ for a listened service: CmEvent::id is a new connection
+  RepReceived,   ///< the REP to our REQ (send the RTU, or a REJ)
+  RtuReceived,   ///< the connection is established (passive side)
+  RejReceived,   ///< the peer refused; CmEvent::reason says why
+  ReqError,      ///< no answer to the REQ after every resend
+  RepError,      ///< no RTU after every resend of the REP
+  DreqReceived,  ///< the peer disconnects (the DREP has been sent)
+  DrepReceived,  ///< the peer answered our DREQ
+  DreqError,     ///< no DREP after every resend of the DREQ
+  TimewaitExit,  ///< time wait is over: the QP may be used again
+};
+/** @brief "REQ_RECEIVED", ... */
+const char* cm_event_name(CmEventType t);
+
+class CmId;
+
+/** @brief One event for a connection's owner. */
+struct CmEvent {
+  CmEventType type;
+  CmId* id;                      ///< the connection
+  CmId* listener = nullptr;      ///< ReqReceived: the listening id
+  const uint8_t* mad = nullptr;  ///< the MAD that caused it (decode with wire::mad), or null
+  uint16_t reason = 0;           ///< RejReceived: the REJ's reason
+};
+/** @brief Called for each event, with the CM's mutex held. */
+using CmHandler = std::function<void(const CmEvent&)>;
+
+/** @brief One end of a connection (or a listener): the Linux kernel's struct ib_cm_id. */
+class CmId {
+ public:
+  CmState state() const { return state_; }
+  uint32_t local_comm_id() const { return local_id_; }
+  uint32_t remote_comm_id() const { return remote_id_; }
+  /** @brief The device the connection runs on (null before listen/send_req/ReqReceived). */
+  MadAgent* agent() const { return agent_; }
+  const uint8_t* remote_gid() const { return remote_gid_; }
+  uint64_t service_id() const { return service_id_; }
+  void* context = nullptr;  ///< the owner's
+
+ private:
+  friend class Cm;
+  CmHandler handler_;
+  CmState state_ = CmState::Idle;
+  uint32_t local_id_ = 0, remote_id_ = 0, remote_qpn_ = 0;
+  uint64_t remote_guid_ = 0, service_id_ = 0, tid_ = 0;
+  MadAgent* agent_ = nullptr;
+  uint8_t remote_gid_[16] = {};
+  uint8_t last_mad_[kMadBytes] = {};  ///< resent when the timer fires
+  uint64_t deadline_ns_ = 0, timeout_ns_ = 0, timewait_ns_ = 0;
+  uint32_t retries_left_ = 0, max_retries_ = 0;
+};
+
+/** @brief The process's CM. */
+class Cm {
+ public:
+  /** @brief The one CM of this process. */
+  static Cm& get();
+
+  CmId* create_id(CmHandler handler);
+  /** @brief Forget @p id; a REQ or REP in flight is answered with a REJ, a connection with a DREQ. */
+  void destroy_id(CmId* id);
+  /** @brief Take REQs for @p service_id arriving at @p dev; EADDRINUSE if another id does. */
+  int listen(CmId* id, ibv_device* dev, uint64_t service_id);
+  /**
+   * @brief Send @p req to the port owning @p dgid from @p dev; the CM fills in the comm ID,
+   * CA GUID and the paths' GIDs. Resent after remote_cm_response_timeout, max_cm_retries times.
+   */
+  int send_req(CmId* id, ibv_device* dev, mad::Req req, const uint8_t dgid[16]);
+  /** @brief Answer a ReqReceived with @p rep (the CM fills in the comm IDs and GUID). */
+  int send_rep(CmId* id, mad::Rep rep);
+  int send_rtu(CmId* id, const void* private_data, size_t len);
+  /** @brief Refuse a received REQ or REP with @p reason. */
+  int send_rej(CmId* id, mad::RejReason reason, const void* private_data, size_t len);
+  int send_dreq(CmId* id, const void* private_data, size_t len);
+
+  /** @brief Take every MAD that arrived and fire due timers; true if anything happened. */
+  bool progress();
+  /** @brief Let the devices run until progress() may have work, at most @p max_ms of wall time. */
+  void wait(int max_ms);
+  std::recursive_mutex& mutex() { return mu_; }
+  /** @brief The MAD agent of @p dev, opened on first use; null with errno on failure. */
+  MadAgent* agent(ibv_device* dev);
+
+ private:
+  Cm() = default;
+  void on_mad(MadAgent& a, const ReceivedMad& m);
+  void on_req(MadAgent& a, const ReceivedMad& m);
+  void on_rep(const ReceivedMad& m);
+  void on_rtu(const ReceivedMad& m);
+  void on_rej(const ReceivedMad& m);
+  void on_dreq(MadAgent& a, const ReceivedMad& m);
+  void on_drep(const ReceivedMad& m);
+  bool fire_timers();
+  void timed_out(CmId& id);
+  CmId* by_comm_id(uint32_t id, CmState want1, CmState want2);
+  int transmit(CmId& id, bool resend_later);
+  void set_state(CmId& id, CmState s);
+  void emit(CmId& id, CmEventType t, const uint8_t* mad, uint16_t reason = 0, CmId* listener = nullptr);
+  void reject_unknown(MadAgent& a, const ReceivedMad& m, uint32_t remote_id, mad::RejectedMessage what,
+                      mad::RejReason reason);
+  void enter_timewait(CmId& id);
+
+  std::recursive_mutex mu_;
+  std::map<ibv_device*, std::unique_ptr<MadAgent>> agents_;
+  std::map<uint32_t, std::unique_ptr<CmId>> ids_;  ///< by local comm ID
+  std::map<std::pair<MadAgent*, uint64_t>, CmId*> listeners_;
+  uint32_t next_id_ = 0x1000;
+  uint64_t next_tid_ = 1;
+};
+
+}  // namespace hcasim::drv::cm

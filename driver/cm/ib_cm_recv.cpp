@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: Apache-2.0
+// The receiving half of the CM: what each MAD does to the connection it names, and the timers.
+#include <poll.h>
+
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "../kernel/hca_link.h"
+#include "ib_cm.h"
+
+namespace hcasim::drv::cm {
+
+namespace {
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+}  // namespace
+
+CmId* Cm::by_comm_id(uint32_t id, CmState want1, CmState want2) {
+  auto it = ids_.find(id);
+  if (it == ids_.end()) return nullptr;
+  const CmState s = it->second->state_;
+  return s == want1 || s == want2 ? it->second.get() : nullptr;
+}
+
+void Cm::on_mad(MadAgent& a, const ReceivedMad& m) {
+  mad::CommonHeader h;
+  if (!mad::peek(m.mad, kMadBytes, h) || h.mgmt_class != mad::kMgmtClassCm) return;
+  switch (mad::AttrId(h.attribute_id)) {
+    case mad::AttrId::Req: return on_req(a, m);
+    case mad::AttrId::Rep: return on_rep(m);
+    case mad::AttrId::Rtu: return on_rtu(m);
+    case mad::AttrId::Rej: return on_rej(m);
+    case mad::AttrId::Dreq: return on_dreq(a, m);
+    case mad::AttrId::Drep: return on_drep(m);
+    default: return;  // MRA, SIDR, LAP/APR: not handled by this CM yet
+  }
+}
+
+void Cm::reject_unknown(MadAgent& a, const ReceivedMad& m, uint32_t remote_id, mad::RejectedMessage what,
+                        mad::RejReason reason) {
+  mad::CommonHeader h;
+  mad::peek(m.mad, kMadBytes, h);
+  mad::Rej rej;
+  rej.remote_comm_id = remote_id;
+  rej.message_rejected = uint8_t(what);
+  rej.reason = uint16_t(reason);
+  uint8_t out[kMadBytes];
+  mad::encode(rej, h.transaction_id, out);
+  a.send(m.sgid, out);
+}
+
+void Cm::on_req(MadAgent& a, const ReceivedMad& m) {
+  mad::Req req;
+  if (mad::decode(m.mad, kMadBytes, req) != mad::DecodeError::Ok) return;
+  for (auto& [n, id] : ids_) {
+    if (id->remote_id_ != req.local_comm_id || id->remote_guid_ != req.local_ca_guid) continue;
+    // A resent REQ: our REP was lost, so send it again; anything else is already in hand.
+    if (id->state_ == CmState::RepSent) a.send(id->remote_gid_, id->last_mad_);
+    return;
+  }
+  auto l = listeners_.find({&a, req.service_id});
+  if (l == listeners_.end())
+    return reject_unknown(a, m, req.local_comm_id, mad::RejectedMessage::Req,
+                          mad::RejReason::InvalidServiceId);
+  mad::CommonHeader h;
+  mad::peek(m.mad, kMadBytes, h);
+  CmId* id = create_id(l->second->handler_);
+  id->agent_ = &a;
+  id->remote_id_ = req.local_comm_id;
+  id->remote_guid_ = req.local_ca_guid;
+  id->remote_qpn_ = req.local_qpn;
+  id->service_id_ = req.service_id;
+  id->tid_ = h.transaction_id;
+  std::memcpy(id->remote_gid_, m.sgid, 16);
+  id->timeout_ns_ = 4096ull << (req.local_cm_response_timeout & 31);  // how long it waits for the RTU
+  id->max_retries_ = req.max_cm_retries;
+  id->timewait_ns_ = 4096ull << (req.primary.local_ack_timeout & 31);
+  set_state(*id, CmState::ReqRcvd);
+  emit(*id, CmEventType::ReqReceived, m.mad, 0, l->second);
+}
+
+void Cm::on_rep(const ReceivedMad& m) {
+  mad::Rep rep;
+  if (mad::decode(m.mad, kMadBytes, rep) != mad::DecodeError::Ok) return;
+  CmId* id = by_comm_id(rep.remote_comm_id, CmState::ReqSent, CmState::Established);
+  if (!id) return;
+  if (id->state_ == CmState::Established) {  // our RTU was lost: the same RTU again
+    id->agent_->send(id->remote_gid_, id->last_mad_);
+    return;
+  }
+  id->remote_id_ = rep.local_comm_id;
+  id->remote_qpn_ = rep.local_qpn;
+  id->remote_guid_ = rep.local_ca_guid;
+  id->deadline_ns_ = 0;
+  set_state(*id, CmState::RepRcvd);
+  emit(*id, CmEventType::RepReceived, m.mad);
+}
+
+void Cm::on_rtu(const ReceivedMad& m) {
+  mad::Rtu rtu;
+  if (mad::decode(m.mad, kMadBytes, rtu) != mad::DecodeError::Ok) return;
+  CmId* id = by_comm_id(rtu.remote_comm_id, CmState::RepSent, CmState::RepSent);
+  if (!id) return;
+  id->deadline_ns_ = 0;
+  set_state(*id, CmState::Established);
+  emit(*id, CmEventType::RtuReceived, m.mad);
+}
+
+void Cm::on_rej(const ReceivedMad& m) {
+  mad::Rej rej;
+  if (mad::decode(m.mad, kMadBytes, rej) != mad::DecodeError::Ok) return;
+  CmId* id = by_comm_id(rej.remote_comm_id, CmState::ReqSent, CmState::RepSent);
+  if (!id) id = by_comm_id(rej.remote_comm_id, CmState::RepRcvd, CmState::Established);
+  if (!id) return;
+  id->deadline_ns_ = 0;
+  set_state(*id, CmState::Idle);
+  emit(*id, CmEventType::RejReceived, m.mad, rej.reason);
+}
+
+void Cm::on_dreq(MadAgent& a, const ReceivedMad& m) {
+  mad::Dreq dreq;
+  if (mad::decode(m.mad, kMadBytes, dreq) != mad::DecodeError::Ok) return;
+  mad::CommonHeader h;
+  mad::peek(m.mad, kMadBytes, h);
+  CmId* id = by_comm_id(dreq.remote_comm_id, CmState::Established, CmState::DreqSent);
+  CmId* old = id ? nullptr : by_comm_id(dreq.remote_comm_id, CmState::Timewait, CmState::Timewait);
+  // Every DREQ gets a DREP, even one for a connection long gone (its DREP was lost).
+  mad::Drep drep;
+  drep.local_comm_id = id || old ? dreq.remote_comm_id : 0;
+  drep.remote_comm_id = dreq.local_comm_id;
+  uint8_t out[kMadBytes];
+  mad::encode(drep, h.transaction_id, out);
+  a.send(m.sgid, out);
+  if (!id) return;
+  enter_timewait(*id);
+  emit(*id, CmEventType::DreqReceived, m.mad);
+}
+
+void Cm::on_drep(const ReceivedMad& m) {
+  mad::Drep drep;
+  if (mad::decode(m.mad, kMadBytes, drep) != mad::DecodeError::Ok) return;
+  CmId* id = by_comm_id(drep.remote_comm_id, CmState::DreqSent, CmState::DreqSent);
+  if (!id) return;
+  enter_timewait(*id);
+  emit(*id, CmEventType::DrepReceived, m.mad);
+}
+
+void Cm::enter_timewait(CmId& id) {
+  set_state(id, CmState::Timewait);
+  id.deadline_ns_ = now_ns() + id.timewait_ns_;
+  id.retries_left_ = 0;
+}
+
+void Cm::timed_out(CmId& id) {
+  const CmState s = id.state_;
+  id.deadline_ns_ = 0;
+  if (s == CmState::Timewait) {
+    set_state(id, CmState::Idle);
+    return emit(id, CmEventType::TimewaitExit, nullptr);
+  }
+  if (s == CmState::DreqSent) {
+    enter_timewait(id);
+    return emit(id, CmEventType::DreqError, nullptr);
+  }
+  // IBTA 12.9.6: a REQ or REP unanswered after every resend ends with a REJ (timeout).
+  mad::Rej rej;
+  rej.local_comm_id = id.local_id_;
+  rej.remote_comm_id = id.remote_id_;
+  rej.message_rejected =
+      uint8_t(s == CmState::ReqSent ? mad::RejectedMessage::Req : mad::RejectedMessage::Rep);
+  rej.reason = uint16_t(mad::RejReason::Timeout);
+  mad::encode(rej, id.tid_, id.last_mad_);
+  id.agent_->send(id.remote_gid_, id.last_mad_);
+  set_state(id, CmState::Idle);
+  emit(id, s == CmState::ReqSent ? CmEventType::ReqError : CmEventType::RepError, nullptr);
+}
+
+bool Cm::fire_timers() {
+  const uint64_t now = now_ns();
+  std::vector<uint32_t> due;
+  for (auto& [n, id] : ids_)
+    if (id->deadline_ns_ && id->deadline_ns_ <= now) due.push_back(n);
+  for (uint32_t n : due) {
+    auto it = ids_.find(n);
+    if (it == ids_.end()) continue;  // a handler destroyed it
+    CmId& id = *it->second;
+    if (id.state_ != CmState::Timewait && id.retries_left_ > 0) {
+      --id.retries_left_;
+      id.deadline_ns_ = now + id.timeout_ns_;
+      id.agent_->send(id.remote_gid_, id.last_mad_);
+    } else {
+      timed_out(id);
+    }
+  }
+  return !due.empty();
+}
+
+bool Cm::progress() {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  bool any = false;
+  for (auto& [dev, a] : agents_) {
+    MadAgent& agent = *a;
+    any |= agent.progress([&](const ReceivedMad& m) { on_mad(agent, m); }) > 0;
+  }
+  return fire_timers() || any;
+}
+
+void Cm::wait(int max_ms) {
+  std::vector<pollfd> fds;
+  HcaLink* link = nullptr;
+  uint64_t next = 0;
+  {
+    std::lock_guard<std::recursive_mutex> g(mu_);
+    for (auto& [dev, a] : agents_) {
+      a->arm();
+      fds.push_back({a->event_fd(), POLLIN, 0});
+      link = &a->link();
+    }
+    for (auto& [n, id] : ids_)
+      if (id->deadline_ns_ && (!next || id->deadline_ns_ < next)) next = id->deadline_ns_;
+  }
+  int ms = max_ms;
+  if (next) {
+    const uint64_t now = now_ns();
+    const int until = next <= now ? 0 : int((next - now + 999999) / 1000000);
+    if (until < ms) ms = until;
+  }
+  // Lockstep: the devices run only while someone waits; in realtime this returns at once.
+  if (link && link->wait_progress()) return;
+  if (link) fds.push_back({link->activity_fd(), POLLIN, 0});
+  poll(fds.data(), nfds_t(fds.size()), ms < 50 ? ms : 50);
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  for (auto& [dev, a] : agents_) a->take_events();
+}
+
+}  // namespace hcasim::drv::cm

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file mad_agent.h
+ * @brief The kernel's MAD layer for one HCA port: the GSI QP (QP1) that carries the connection
+ *        manager's management datagrams, with its receive buffers, send slots and address
+ *        handles. Built on the provider's verbs, as the kernel's MAD layer is built on its verbs.
+ */
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace hcasim::drv {
+class HcaLink;
+}
+
+namespace hcasim::drv::cm {
+
+constexpr size_t kMadBytes = 256;   ///< every MAD is 256 bytes (IBTA 13.4.1)
+constexpr uint8_t kCmGidIndex = 1;  ///< the IPv4-mapped GID rdma_cm uses on RoCEv2
+
+/** @brief A MAD that arrived on the GSI QP. */
+struct ReceivedMad {
+  const uint8_t* mad;  ///< kMadBytes bytes
+  uint8_t sgid[16];    ///< the sender's GID (from the network header)
+  uint32_t src_qp;     ///< the sender's QP (1 for a CM)
+};
+
+/** @brief The GSI QP of port 1 of one device and what it needs to send and receive MADs. */
+class MadAgent {
+ public:
+  /** @brief Open @p dev's GSI QP; nullptr with errno set when the device refuses. */
+  static std::unique_ptr<MadAgent> open(ibv_device* dev);
+  ~MadAgent();
+  MadAgent(const MadAgent&) = delete;
+  MadAgent& operator=(const MadAgent&) = delete;
+
+  /** @brief The agent's own context on the device (the kernel's, not a program's). */
+  ibv_context* context() const { return ctx_; }
+  /** @brief The link to the device (for waiting and tracing). */
+  HcaLink& link() const;
+  /** @brief Port 1's GID at kCmGidIndex (the address the CM puts in its REQs). */
+  const uint8_t* gid() const { return gid_.raw; }
+  /** @brief The device's node GUID in host order. */
+  uint64_t node_guid() const { return guid_; }
+
+  /** @brief Send one MAD to the GSI QP of the port owning @p dgid; 0 or an errno. */
+  int send(const uint8_t dgid[16], const uint8_t mad[kMadBytes]);
+  /**
+   * @brief Take every completion of the GSI QP: each MAD received goes to @p on_mad, then its
+   * buffer is posted again. Returns the number of MADs received.
+   */
+  int progress(const std::function<void(const ReceivedMad&)>& on_mad);
+  /** @brief Arm the CQ (unless it is), so its next completion raises an event on event_fd(). */
+  void arm();
+  /** @brief Readable when the armed CQ has a completion event; take it with take_event(). */
+  int event_fd() const { return channel_->fd; }
+  /** @brief Take and acknowledge pending completion events (non-blocking). */
+  void take_events();
+
+ private:
+  MadAgent() = default;
+  int setup(ibv_device* dev);
+  int bring_up_qp();
+  int post_recv(uint32_t slot);
+  ibv_ah* ah_for(const uint8_t dgid[16]);
+
+  static constexpr uint32_t kRecvSlots = 64, kSendSlots = 64;
+  static constexpr size_t kRecvBytes = 40 + kMadBytes;  ///< network header, then the MAD
+
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  std::vector<uint8_t> buf_;  ///< kRecvSlots receive buffers, then kSendSlots send buffers
+  std::vector<bool> send_busy_;
+  uint32_t next_send_ = 0;
+  bool armed_ = false;  ///< the CQ will raise an event at its next completion
+  std::map<std::array<uint8_t, 16>, ibv_ah*> ahs_;
+  ibv_gid gid_{};
+  uint64_t guid_ = 0;
+};
+
+}  // namespace hcasim::drv::cm
