@@ -84,7 +84,7 @@ std::string send_wqe(const model::Hca& h, const IommuShadow* mem, uint32_t qpn, 
                  (hw::ctrl_flags(c) & hw::kCtrlSolicited) ? " solicited" : "");
   model::SendWqe w;
   const auto type = hw::QpType(q->qpc.type);
-  if (!model::decode_send_wqe(raw, nbb, uint16_t(index), w, type == hw::QpType::Ud,
+  if (!model::decode_send_wqe(raw, nbb, uint16_t(index), w, hw::is_datagram(type),
                               type == hw::QpType::XrcSend))
     return s + "  (malformed: the hardware would refuse it)\n";
   if (w.raddr || w.rkey) s += strprintf("  remote address 0x%" PRIx64 ", rkey 0x%x\n", w.raddr, w.rkey);

@@ -86,7 +86,7 @@ std::string HcaInspector::qp(uint32_t host, uint32_t qpn) {
       h.identity().name.c_str(), hw::qp_type_name(hw::QpType(c.type)),
       hw::qp_state_name(hw::QpState(c.state)), c.dest_qpn, 1u << c.path_mtu_log, c.pdn, c.send_cqn,
       c.recv_cqn, h.core().qpc.is_cached(qpn) ? "cached" : "not cached");
-  if (hw::QpType(c.type) == hw::QpType::Ud) s += model::strprintf("  Q_Key 0x%08x\n", c.qkey);
+  if (hw::is_datagram(hw::QpType(c.type))) s += model::strprintf("  Q_Key 0x%08x\n", c.qkey);
   const uint32_t sq_size = 1u << c.sq_log_size, rq_size = 1u << c.rq_log_size;
   s += model::strprintf(
       "  SQ: %u WQEBBs; producer (last doorbell) %u, next fetch %u (slot %u), fetched %zu, in flight %zu; "
