@@ -90,9 +90,14 @@ int Cm::transmit(CmId& id, bool resend_later) {
 
 int Cm::listen(CmId* id, ibv_device* dev, uint64_t service_id) {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  if (id->state_ != CmState::Idle) return EINVAL;
   MadAgent* a = agent(dev);
   if (!a) return errno ? errno : ENODEV;
+  return listen(id, a, service_id);
+}
+
+int Cm::listen(CmId* id, MadAgent* a, uint64_t service_id) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (id->state_ != CmState::Idle) return EINVAL;
   if (listeners_.count({a, service_id})) return EADDRINUSE;
   listeners_[{a, service_id}] = id;
   id->agent_ = a;
@@ -101,11 +106,31 @@ int Cm::listen(CmId* id, ibv_device* dev, uint64_t service_id) {
   return 0;
 }
 
+void Cm::set_handler(CmId* id, CmHandler handler) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  id->handler_ = std::move(handler);
+}
+
+int Cm::establish(CmId* id) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (id->state_ == CmState::Established) return 0;
+  if (id->state_ != CmState::RepSent) return EINVAL;
+  id->deadline_ns_ = 0;
+  set_state(*id, CmState::Established);
+  emit(*id, CmEventType::RtuReceived, nullptr);
+  return 0;
+}
+
 int Cm::send_req(CmId* id, ibv_device* dev, mad::Req req, const uint8_t dgid[16]) {
   std::lock_guard<std::recursive_mutex> g(mu_);
-  if (id->state_ != CmState::Idle) return EINVAL;
   MadAgent* a = agent(dev);
   if (!a) return errno ? errno : ENODEV;
+  return send_req(id, a, req, dgid);
+}
+
+int Cm::send_req(CmId* id, MadAgent* a, mad::Req req, const uint8_t dgid[16]) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (id->state_ != CmState::Idle) return EINVAL;
   id->agent_ = a;
   std::memcpy(id->remote_gid_, dgid, 16);
   req.local_comm_id = id->local_id_;

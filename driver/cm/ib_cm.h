@@ -112,6 +112,17 @@ class Cm {
    * CA GUID and the paths' GIDs. Resent after remote_cm_response_timeout, max_cm_retries times.
    */
   int send_req(CmId* id, ibv_device* dev, mad::Req req, const uint8_t dgid[16]);
+  /** @brief send_req on the device of agent @p a. */
+  int send_req(CmId* id, MadAgent* a, mad::Req req, const uint8_t dgid[16]);
+  /** @brief listen on the device of agent @p a. */
+  int listen(CmId* id, MadAgent* a, uint64_t service_id);
+  /** @brief Events of @p id go to @p handler from now on (a new connection's owner takes it). */
+  void set_handler(CmId* id, CmHandler handler);
+  /**
+   * @brief The passive side's QP saw traffic before the RTU (ib_cm_notify: IB_EVENT_COMM_EST):
+   * the connection is established as if the RTU had come (RtuReceived).
+   */
+  int establish(CmId* id);
   /** @brief Answer a ReqReceived with @p rep (the CM fills in the comm IDs and GUID). */
   int send_rep(CmId* id, mad::Rep rep);
   int send_rtu(CmId* id, const void* private_data, size_t len);

@@ -116,6 +116,15 @@ ibv_ah* MadAgent::ah_for(const uint8_t dgid[16]) {
   return ah;
 }
 
+bool MadAgent::resolve(const uint8_t gid[16], uint8_t mac[6]) {
+  hw::GidQuery q{};
+  std::memcpy(q.gid, gid, 16);
+  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::ResolveGid, q);
+  if (sim(ctx_)->kdev->command(mb) != 0) return false;
+  std::memcpy(mac, hw::cmd_out<hw::Neighbour>(mb).mac, 6);
+  return true;
+}
+
 int MadAgent::send(const uint8_t dgid[16], const uint8_t mad[kMadBytes]) {
   uint32_t slot = kSendSlots;
   for (uint32_t i = 0; i < kSendSlots && slot == kSendSlots; ++i)

@@ -50,6 +50,11 @@ class MadAgent {
   /** @brief The device's node GUID in host order. */
   uint64_t node_guid() const { return guid_; }
 
+  /**
+   * @brief The port's neighbour lookup (ARP for a RoCE netdev): true and the MAC if a port on
+   * the network owns @p gid (a firmware command, ResolveGid).
+   */
+  bool resolve(const uint8_t gid[16], uint8_t mac[6]);
   /** @brief Send one MAD to the GSI QP of the port owning @p dgid; 0 or an errno. */
   int send(const uint8_t dgid[16], const uint8_t mad[kMadBytes]);
   /**

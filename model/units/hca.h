@@ -150,6 +150,8 @@ class Hca {
   void on_rx(PacketPtr pkt);
   /** @brief QueryPort: the link's state in a PortInfo (BadParam for a port other than 1). */
   void query_port(hw::CmdMailbox& mb);
+  /** @brief ResolveGid: the neighbour lookup the port's packets use, for the driver's CM. */
+  void resolve_gid(hw::CmdMailbox& mb);
   /** @brief A frame whose QPC lookup is done: check its transport and hand it to a unit. */
   void dispatch_rx(RxWork& w);
   /** @brief Whether packets of opcode @p op belong to @p qp's transport (RC, UC, UD). */

@@ -43,6 +43,8 @@ class FrameBuilder {
 
   /** @brief GID -> next-hop MAC (the world's neighbour table); unset or false: unreachable. */
   void set_resolver(Resolver r) { resolve_ = std::move(r); }
+  /** @brief The next-hop MAC of @p gid; false if nothing on the network owns it. */
+  bool resolve(const uint8_t gid[16], uint8_t mac[6]) const { return resolve_ && resolve_(gid, mac); }
   /**
    * @brief Headers of a packet on @p qp's connection (addresses from the QPC's path); @p op is
    * given as its RC opcode and goes out in the QP's transport (an ACK of an XRC QP is XRC's).

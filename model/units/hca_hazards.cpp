@@ -44,7 +44,8 @@ bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen) {
 void Hca::execute(hw::CmdMailbox& mb) {
   if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::QueryPort)
     return query_port(mb);  // the port's, not a context's
-  check_hazards(mb);        // before the command, while the object and its state still exist
+  if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::ResolveGid) return resolve_gid(mb);
+  check_hazards(mb);  // before the command, while the object and its state still exist
   cmd_.execute(mb);
 }
 

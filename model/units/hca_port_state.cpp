@@ -32,4 +32,12 @@ void Hca::query_port(hw::CmdMailbox& mb) {
   hw::set_cmd_out(mb, info);
 }
 
+void Hca::resolve_gid(hw::CmdMailbox& mb) {
+  const auto q = hw::cmd_in<hw::GidQuery>(mb);
+  hw::Neighbour n{};
+  const bool found = core_.frames.resolve(q.gid, n.mac);
+  mb.status = uint8_t(found ? hw::CmdStatus::Ok : hw::CmdStatus::BadParam);
+  if (found) hw::set_cmd_out(mb, n);
+}
+
 }  // namespace hcasim::model

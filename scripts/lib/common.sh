@@ -4,8 +4,8 @@
 HCASIM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # Debian packages by purpose.
-HCASIM_BUILD_PKGS="cmake g++ make pkg-config libsystemc-dev libibverbs-dev zlib1g-dev libhiredis-dev"
-HCASIM_TEST_PKGS="libgtest-dev ibverbs-utils perftest libgloo-dev tshark redis-server clang-format-14 universal-ctags"
+HCASIM_BUILD_PKGS="cmake g++ make pkg-config libsystemc-dev libibverbs-dev librdmacm-dev zlib1g-dev libhiredis-dev"
+HCASIM_TEST_PKGS="libgtest-dev ibverbs-utils rdmacm-utils perftest libgloo-dev tshark redis-server clang-format-14 universal-ctags"
 HCASIM_DOC_PKGS="doxygen graphviz"
 
 # hcasim_need_packages PKG...: install what is missing (as root) or say how to.

@@ -264,8 +264,10 @@ TEST(AbiSymbols, VersionNodesAndParentsMatch) {
   const auto theirs = version_nodes(kSystem);
   auto ours = version_nodes(kOurs);
   ASSERT_FALSE(theirs.empty());
-  // The simulator's own interface lives in one extra node of its own (sim_control.h).
+  // The simulator's own interface lives in one extra node of its own (sim_control.h), and the
+  // rdma_cm's kernel side, which the drop-in librdmacm calls, in another (hcasim/ucma.h).
   EXPECT_EQ(ours.erase("HCASIM_SIM_0.1"), 1u) << "HCASIM_SIM_0.1 node missing";
+  EXPECT_EQ(ours.erase("HCASIM_UCMA_0.1"), 1u) << "HCASIM_UCMA_0.1 node missing";
   EXPECT_EQ(ours, theirs);
 }
 
@@ -279,6 +281,15 @@ TEST(AbiSymbols, SimulatorNodeHoldsOnlyItsControlApi) {
     EXPECT_TRUE(k.rfind("hcasim_sim_", 0) == 0 || k.rfind("sc_main@", 0) == 0 ||
                 k.rfind("HCASIM_SIM_0.1@", 0) == 0)  // the node's own marker symbol
         << k;
+}
+
+TEST(AbiSymbols, UcmaNodeHoldsTheThreeKernelCalls) {
+  const auto ours = exported_symbols(kOurs);
+  std::set<std::string> in_node;
+  for (const auto& [key, kind] : ours)
+    if (key.find("HCASIM_UCMA_0.1") != std::string::npos && key.rfind("HCASIM_UCMA_0.1@", 0) != 0)
+      in_node.insert(key.substr(0, key.find('@')));
+  EXPECT_EQ(in_node, (std::set<std::string>{"hcasim_ucma_close", "hcasim_ucma_open", "hcasim_ucma_write"}));
 }
 
 // -------------------------------------------------------------------------------------------

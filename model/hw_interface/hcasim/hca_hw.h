@@ -492,6 +492,9 @@ enum class CmdOpcode : uint16_t {
   ArmSrq = 0x702,  ///< arg0 SRQN, arg1 the new limit (0 disarms)
   QuerySrq = 0x703,
   QueryPort = 0x750,  ///< arg0 the port number (1); out: PortInfo
+  /// The port's neighbour resolution (what ARP/ND do for a RoCE NIC's netdev): in: GidQuery;
+  /// out: Neighbour, or BadParam when no port on the network owns the GID.
+  ResolveGid = 0x751,
 };
 
 /** @brief Command completion status (CmdMailbox::status). */
@@ -554,6 +557,16 @@ struct PortInfo {
   uint8_t phys_state;  ///< PortPhysState
   uint8_t rsvd[2];
   uint32_t link_changes;  ///< how often the link went down or came up since the HCA started
+};
+
+/** @brief ResolveGid's input: the GID (an IPv4-mapped or link-local address) to find. */
+struct GidQuery {
+  uint8_t gid[16];
+};
+/** @brief ResolveGid's output: the MAC address of the port that owns the GID. */
+struct Neighbour {
+  uint8_t mac[6];
+  uint8_t rsvd[2];
 };
 
 /**

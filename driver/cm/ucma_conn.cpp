@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: Apache-2.0
+// The rdma_cm's connections: CONNECT/LISTEN/ACCEPT/REJECT/DISCONNECT over the IB CM, the QP
+// attributes each step asks for (INIT_QP_ATTR), and the IB CM's events as rdma_cm events.
+#include <arpa/inet.h>
+#include <rdma/ib_user_verbs.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "../provider/verbs_core.h"
+#include "ucma.h"
+
+namespace hcasim::drv::cm {
+
+namespace {
+
+constexpr size_t kCmaHdr = 36;               ///< rdma_cm's IP header in a REQ's private data
+constexpr uint8_t kCmResponseTimeout = 20;   ///< CMA_CM_RESPONSE_TIMEOUT: 4.096 us * 2^20, 4.3 s
+constexpr uint8_t kMaxCmRetries = 15;        ///< CMA_MAX_CM_RETRIES
+constexpr uint8_t kRocePacketLifetime = 16;  ///< CMA_IBOE_PACKET_LIFETIME
+constexpr uint8_t kPathMtu = IBV_MTU_1024;
+
+template <typename T>
+T command(const void* in, size_t len) {
+  T t{};
+  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
+  return t;
+}
+
+uint64_t service_id(uint16_t ps, const sockaddr_in& a) { return (uint64_t(ps) << 16) + ntohs(a.sin_port); }
+
+void gid_of(const sockaddr_in& a, uint8_t gid[16]) {
+  std::memset(gid, 0, 16);
+  gid[10] = gid[11] = 0xff;
+  std::memcpy(gid + 12, &a.sin_addr.s_addr, 4);
+}
+
+/** rdma_cm's header (cma.c's struct cma_hdr): version 0, IPv4, source port, both addresses. */
+void put_cma_hdr(uint8_t* p, const sockaddr_in& src, const sockaddr_in& dst) {
+  std::memset(p, 0, kCmaHdr);
+  p[1] = 4 << 4;
+  std::memcpy(p + 2, &src.sin_port, 2);
+  std::memcpy(p + 4 + 12, &src.sin_addr.s_addr, 4);
+  std::memcpy(p + 20 + 12, &dst.sin_addr.s_addr, 4);
+}
+
+/** A first PSN that is the same on every run (Linux draws a random one). */
+uint32_t first_psn(uint32_t handle, uint32_t qpn) {
+  return (handle * 0x9e3779b1u ^ qpn * 0x85ebca6bu) & 0xffffff;
+}
+
+void copy_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len) {
+  std::memcpy(c.private_data, pd, len);
+  c.private_data_len = uint8_t(len);
+}
+
+}  // namespace
+
+CmHandler Ucma::handler_for(uint32_t handle) {
+  return [this, handle](const CmEvent& e) {
+    UcmaId* id = find(handle);
+    if (!id) return;
+    if (e.type == CmEventType::ReqReceived)
+      on_connect_request(*id, e);
+    else
+      on_cm_event(*id, e);
+  };
+}
+
+int Ucma::listen(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_listen>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id) return -EINVAL;
+  if (id->state == UcmaState::Idle) {
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    if (int e = bind_addr(*id, reinterpret_cast<sockaddr*>(&any), sizeof any)) return e;
+  }
+  if (id->state != UcmaState::AddrBound) return -EINVAL;
+  Cm& cm = Cm::get();
+  // A wildcard address listens on every device of this host, as the kernel's cma does.
+  std::vector<MadAgent*> on;
+  if (id->agent) {
+    on.push_back(id->agent);
+  } else {
+    int n = 0;
+    ibv_device** list = get_device_list(&n);
+    for (int d = 0; d < n; ++d)
+      if (MadAgent* a = cm.agent(list[d])) on.push_back(a);
+    free_device_list(list);
+  }
+  for (MadAgent* a : on) {
+    CmId* l = cm.create_id(handler_for(id->handle));
+    if (int e = cm.listen(l, a, service_id(id->ps, id->src))) {
+      cm.destroy_id(l);
+      return -e;
+    }
+    id->cm_listens.push_back(l);
+  }
+  id->state = UcmaState::Listen;
+  return 0;
+}
+
+void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
+  mad::Req req;
+  if (mad::decode(e.mad, kMadBytes, req) != mad::DecodeError::Ok) return;
+  sockaddr_in to{}, from{};
+  to.sin_family = from.sin_family = AF_INET;
+  std::memcpy(&from.sin_port, req.private_data + 2, 2);
+  std::memcpy(&from.sin_addr.s_addr, req.private_data + 4 + 12, 4);
+  std::memcpy(&to.sin_addr.s_addr, req.private_data + 20 + 12, 4);
+  to.sin_port = listener.src.sin_port;
+  // A listener bound to one address takes only requests for that address.
+  if (listener.src.sin_addr.s_addr && listener.src.sin_addr.s_addr != to.sin_addr.s_addr)
+    return (void)Cm::get().send_rej(e.id, mad::RejReason::InvalidServiceId, nullptr, 0);
+  auto child = std::make_unique<UcmaId>();
+  UcmaId& c = *child;
+  c.handle = next_handle_++;
+  c.uid = listener.uid;
+  c.ch = listener.ch;
+  c.ps = listener.ps;
+  c.qp_type = listener.qp_type;
+  c.state = UcmaState::Connect;
+  c.src = to;
+  c.dst = from;
+  c.agent = e.id->agent();
+  c.cm = e.id;
+  c.remote_qpn = req.local_qpn;
+  c.remote_psn = req.starting_psn;
+  c.responder_resources = req.initiator_depth;
+  c.initiator_depth = req.responder_resources;
+  c.retry_count = req.retry_count;
+  c.rnr_retry_count = req.rnr_retry_count;
+  ids_[c.handle] = std::move(child);
+  Cm::get().set_handler(e.id, handler_for(c.handle));
+  UcmaEvent& ev = queue_event(c, kConnectRequest, 0);
+  ev.credit = listener.handle;  // counted against the listener (ucma_get_event)
+  rdma_ucm_conn_param& p = ev.resp.param.conn;
+  copy_pd(p, req.private_data + kCmaHdr, sizeof req.private_data - kCmaHdr);
+  p.qp_num = req.local_qpn;
+  p.responder_resources = req.responder_resources;
+  p.initiator_depth = req.initiator_depth;
+  p.flow_control = req.end_to_end_flow_control;
+  p.retry_count = req.retry_count;
+  p.rnr_retry_count = req.rnr_retry_count;
+  p.srq = req.srq;
+}
+
+int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_connect>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id) return -EINVAL;
+  const rdma_ucm_conn_param& cp = c.conn_param;
+  if (id->state != UcmaState::RouteResolved) return -EINVAL;
+  if (cp.private_data_len > mad::kReqPrivateDataSize - kCmaHdr) return -EINVAL;
+  id->qpn = cp.qp_num;
+  id->psn = first_psn(id->handle, cp.qp_num);
+  id->responder_resources = cp.responder_resources;
+  id->initiator_depth = cp.initiator_depth;
+  id->retry_count = cp.retry_count;
+  id->rnr_retry_count = cp.rnr_retry_count;
+  mad::Req r;
+  r.service_id = service_id(id->ps, id->dst);
+  r.local_qpn = cp.qp_num;
+  r.starting_psn = id->psn;
+  r.responder_resources = cp.responder_resources;
+  r.initiator_depth = cp.initiator_depth;
+  r.end_to_end_flow_control = cp.flow_control;
+  r.retry_count = cp.retry_count;
+  r.rnr_retry_count = cp.rnr_retry_count;
+  r.srq = cp.srq;
+  r.transport_service_type = id->qp_type == IBV_QPT_UC ? mad::kTransportUc : mad::kTransportRc;
+  r.remote_cm_response_timeout = r.local_cm_response_timeout = kCmResponseTimeout;
+  r.max_cm_retries = kMaxCmRetries;
+  r.partition_key = 0xffff;
+  r.path_mtu = kPathMtu;
+  r.primary.local_lid = r.primary.remote_lid = 0xffff;  // RoCE: the permissive LID
+  r.primary.hop_limit = 64;
+  r.primary.traffic_class = id->tos;
+  r.primary.packet_rate = 16;
+  r.primary.local_ack_timeout = kRocePacketLifetime + 1;
+  put_cma_hdr(r.private_data, id->src, id->dst);
+  std::memcpy(r.private_data + kCmaHdr, cp.private_data, cp.private_data_len);
+  uint8_t dgid[16];
+  gid_of(id->dst, dgid);
+  id->cm = Cm::get().create_id(handler_for(id->handle));
+  id->state = UcmaState::Connect;
+  return -Cm::get().send_req(id->cm, id->agent, r, dgid);
+}
+
+int Ucma::accept(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_accept>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id || !id->cm) return -EINVAL;
+  Cm& cm = Cm::get();
+  // The active side's ACCEPT, after its QP reached RTS on the REP: the RTU (cma_rep_recv).
+  if (!c.conn_param.valid)
+    return id->cm->state() == CmState::RepRcvd ? -cm.send_rtu(id->cm, nullptr, 0) : -EINVAL;
+  const rdma_ucm_conn_param& cp = c.conn_param;
+  if (id->cm->state() != CmState::ReqRcvd || cp.private_data_len > mad::kRepPrivateDataSize) return -EINVAL;
+  id->uid = c.uid;
+  id->qpn = cp.qp_num;
+  id->psn = first_psn(id->handle, cp.qp_num);
+  id->responder_resources = cp.responder_resources;
+  id->initiator_depth = cp.initiator_depth;
+  mad::Rep r;
+  r.local_qpn = cp.qp_num;
+  r.starting_psn = id->psn;
+  r.responder_resources = cp.responder_resources;
+  r.initiator_depth = cp.initiator_depth;
+  r.target_ack_delay = 0;
+  r.end_to_end_flow_control = cp.flow_control;
+  r.rnr_retry_count = cp.rnr_retry_count;
+  r.srq = cp.srq;
+  std::memcpy(r.private_data, cp.private_data, cp.private_data_len);
+  return -cm.send_rep(id->cm, r);
+}
+
+int Ucma::reject(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_reject>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id || !id->cm || c.private_data_len > mad::kRejPrivateDataSize) return -EINVAL;
+  return -Cm::get().send_rej(id->cm, mad::RejReason::ConsumerReject, c.private_data, c.private_data_len);
+}
+
+int Ucma::disconnect(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_disconnect>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id || !id->cm) return -EINVAL;
+  const CmState s = id->cm->state();
+  // The peer disconnected first: the CM answered its DREQ already.
+  if (s == CmState::Timewait || s == CmState::DreqRcvd || s == CmState::DreqSent) return 0;
+  if (s == CmState::RepSent || s == CmState::RepRcvd) Cm::get().establish(id->cm);
+  return -Cm::get().send_dreq(id->cm, nullptr, 0);
+}
+
+int Ucma::notify(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_notify>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id || !id->cm) return -EINVAL;
+  if (c.event != IBV_EVENT_COMM_EST) return -EINVAL;  // the only event rdma_notify(3) takes
+  return -Cm::get().establish(id->cm);
+}
+
+}  // namespace hcasim::drv::cm

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+// The rdma_cm's channels, ids and events: what open, close and the id/event commands do.
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "ucma.h"
+
+namespace hcasim::drv::cm {
+
+namespace {
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+/** The command's struct: its first @p want bytes, zero-filled if the library sent fewer. */
+template <typename T>
+T command(const void* in, size_t len) {
+  T t{};
+  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
+  return t;
+}
+
+int copy_out(uint64_t response, const void* what, size_t len) {
+  if (!response) return -EFAULT;
+  std::memcpy(reinterpret_cast<void*>(uintptr_t(response)), what, len);
+  return 0;
+}
+
+}  // namespace
+
+Ucma& Ucma::get() {
+  static Ucma* u = new Ucma();  // lives as long as the process, like the kernel's
+  return *u;
+}
+
+int Ucma::open() {
+  std::lock_guard<std::recursive_mutex> g(Cm::get().mutex());
+  // The count of queued events: readable (POLLIN) exactly while one waits to be read.
+  const int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  if (fd < 0) return -errno;
+  auto ch = std::make_unique<UcmaChannel>();
+  ch->fd = fd;
+  channels_[fd] = std::move(ch);
+  return fd;
+}
+
+int Ucma::close(int fd) {
+  std::lock_guard<std::recursive_mutex> g(Cm::get().mutex());
+  auto it = channels_.find(fd);
+  if (it == channels_.end()) return -EBADF;
+  std::vector<UcmaId*> gone;
+  for (auto& [h, id] : ids_)
+    if (id->ch == it->second.get()) gone.push_back(id.get());
+  for (UcmaId* id : gone) forget(*id);
+  ::close(fd);
+  channels_.erase(it);
+  return 0;
+}
+
+int Ucma::write(int fd, const void* buf, size_t len) {
+  rdma_ucm_cmd_hdr hdr;
+  if (len < sizeof hdr) return -EINVAL;
+  std::memcpy(&hdr, buf, sizeof hdr);
+  if (len - sizeof hdr < hdr.in) return -EINVAL;
+  UcmaChannel* ch;
+  {
+    std::lock_guard<std::recursive_mutex> g(Cm::get().mutex());
+    auto it = channels_.find(fd);
+    if (it == channels_.end()) return -EBADF;
+    ch = it->second.get();
+  }
+  return dispatch(*ch, hdr.cmd, static_cast<const uint8_t*>(buf) + sizeof hdr, hdr.in);
+}
+
+int Ucma::dispatch(UcmaChannel& ch, uint32_t cmd, const void* in, size_t in_len) {
+  static const Handler table[] = {&Ucma::create_id,
+                                  &Ucma::destroy_id,
+                                  &Ucma::bind_ip,
+                                  &Ucma::resolve_ip,
+                                  &Ucma::resolve_route,
+                                  &Ucma::query_route,
+                                  &Ucma::connect,
+                                  &Ucma::listen,
+                                  &Ucma::accept,
+                                  &Ucma::reject,
+                                  &Ucma::disconnect,
+                                  &Ucma::init_qp_attr,
+                                  &Ucma::get_event,
+                                  nullptr /*get_option*/,
+                                  &Ucma::set_option,
+                                  &Ucma::notify,
+                                  nullptr /*join_ip_mcast*/,
+                                  nullptr /*leave_mcast*/,
+                                  &Ucma::migrate_id,
+                                  &Ucma::query,
+                                  &Ucma::bind,
+                                  &Ucma::resolve_addr,
+                                  nullptr /*join_mcast*/};
+  if (cmd >= sizeof table / sizeof *table) return -EINVAL;
+  if (!table[cmd]) return -ENOSYS;  // as the kernel answers a command it has no handler for
+  if (cmd == RDMA_USER_CM_CMD_GET_EVENT) return get_event(ch, in, in_len);  // waits without the lock
+  std::lock_guard<std::recursive_mutex> g(Cm::get().mutex());
+  return (this->*table[cmd])(ch, in, in_len);
+}
+
+UcmaId* Ucma::find(uint32_t handle, UcmaChannel* ch) {
+  auto it = ids_.find(handle);
+  if (it == ids_.end() || (ch && it->second->ch != ch)) return nullptr;
+  return it->second.get();
+}
+
+int Ucma::create_id(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_create_id>(in, len);
+  if (c.ps != RDMA_PS_TCP && c.ps != RDMA_PS_UDP && c.ps != RDMA_PS_IB && c.ps != RDMA_PS_IPOIB)
+    return -EINVAL;
+  auto id = std::make_unique<UcmaId>();
+  id->handle = next_handle_++;
+  id->uid = c.uid;
+  id->ch = &ch;
+  id->ps = c.ps;
+  id->qp_type = c.qp_type;
+  const rdma_ucm_create_id_resp r{id->handle};
+  if (int e = copy_out(c.response, &r, sizeof r)) return e;
+  ids_[id->handle] = std::move(id);
+  return 0;
+}
+
+void Ucma::forget(UcmaId& id) {
+  Cm& cm = Cm::get();
+  for (CmId* l : id.cm_listens) cm.destroy_id(l);
+  if (id.cm) cm.destroy_id(id.cm);
+  for (auto& [fd, ch] : channels_) {  // its events not yet read are dropped
+    for (auto it = ch->events.begin(); it != ch->events.end();) {
+      if (it->resp.id != id.handle) {
+        ++it;
+        continue;
+      }
+      uint64_t one;
+      if (read(ch->fd, &one, sizeof one) < 0) { /* the count follows the queue */
+      }
+      it = ch->events.erase(it);
+    }
+  }
+  ids_.erase(id.handle);
+}
+
+int Ucma::destroy_id(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_destroy_id>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id) return -EINVAL;
+  const rdma_ucm_destroy_id_resp r{id->events_reported};
+  forget(*id);
+  return copy_out(c.response, &r, sizeof r);
+}
+
+int Ucma::migrate_id(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_migrate_id>(in, len);
+  UcmaId* id = find(c.id);
+  auto to = channels_.find(int(c.fd));
+  if (!id || to == channels_.end()) return -EINVAL;
+  UcmaChannel* from = id->ch;
+  // Its unread events move with it (ucma_migrate_id moves them to the new file).
+  for (auto it = from->events.begin(); it != from->events.end();) {
+    if (it->resp.id != id->handle) {
+      ++it;
+      continue;
+    }
+    uint64_t one = 1;
+    if (read(from->fd, &one, sizeof one) < 0 || ::write(to->second->fd, &one, sizeof one) < 0) {
+    }
+    to->second->events.push_back(*it);
+    it = from->events.erase(it);
+  }
+  id->ch = to->second.get();
+  const rdma_ucm_migrate_resp r{id->events_reported};
+  return copy_out(c.response, &r, sizeof r);
+}
+
+UcmaEvent& Ucma::queue_event(UcmaId& id, uint32_t event, int status, uint64_t due_ns) {
+  UcmaEvent ev;
+  ev.resp.uid = id.uid;
+  ev.resp.id = id.handle;
+  ev.resp.event = event;
+  ev.resp.status = uint32_t(status);
+  ev.due_ns = due_ns;
+  ev.credit = id.handle;
+  id.ch->events.push_back(ev);
+  const uint64_t one = 1;
+  if (::write(id.ch->fd, &one, sizeof one) < 0) { /* an eventfd write fails only on overflow */
+  }
+  return id.ch->events.back();
+}
+
+void Ucma::queue(UcmaId& id, uint32_t event, int status, uint64_t due_ns) {
+  queue_event(id, event, status, due_ns);
+}
+
+int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_get_event>(in, len);
+  Cm& cm = Cm::get();
+  for (;;) {
+    uint64_t next = 0;
+    {
+      std::lock_guard<std::recursive_mutex> g(cm.mutex());
+      cm.progress();
+      const uint64_t now = now_ns();
+      for (auto it = ch.events.begin(); it != ch.events.end(); ++it) {
+        if (it->due_ns > now) {
+          next = next && next < it->due_ns ? next : it->due_ns;
+          continue;
+        }
+        const UcmaEvent ev = *it;
+        ch.events.erase(it);
+        uint64_t one;
+        if (read(ch.fd, &one, sizeof one) < 0) { /* the count follows the queue */
+        }
+        // A connection request counts against the listener, as in ucma_get_event.
+        if (UcmaId* id = find(ev.credit)) id->events_reported++;
+        return copy_out(c.response, &ev.resp, sizeof ev.resp);
+      }
+    }
+    if (fcntl(ch.fd, F_GETFL) & O_NONBLOCK) return -EAGAIN;
+    const uint64_t now = now_ns();
+    cm.wait(next ? int((next > now ? next - now : 0) / 1000000) + 1 : 20);
+  }
+}
+
+int Ucma::set_option(UcmaChannel& ch, const void* in, size_t len) {
+  const auto c = command<rdma_ucm_set_option>(in, len);
+  UcmaId* id = find(c.id, &ch);
+  if (!id) return -EINVAL;
+  if (c.level != RDMA_OPTION_ID) return -ENOSYS;  // RDMA_OPTION_IB_PATH: no subnet administrator here
+  const uint8_t* v = reinterpret_cast<const uint8_t*>(uintptr_t(c.optval));
+  if (!v || c.optlen < 1) return -EINVAL;
+  switch (c.optname) {
+    case RDMA_OPTION_ID_TOS: id->tos = v[0]; return 0;
+    case RDMA_OPTION_ID_REUSEADDR: id->reuse_addr = v[0] != 0; return 0;
+    case RDMA_OPTION_ID_AFONLY: return 0;
+    case RDMA_OPTION_ID_ACK_TIMEOUT: id->ack_timeout = v[0] > 31 ? 31 : v[0]; return 0;
+    default: return -ENOSYS;
+  }
+}
+
+}  // namespace hcasim::drv::cm
