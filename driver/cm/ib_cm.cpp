@@ -30,15 +30,17 @@ void copy_pd(uint8_t* dst, size_t cap, const void* src, size_t len) {
 }  // namespace
 
 const char* cm_state_name(CmState s) {
-  static const char* const names[] = {"IDLE",     "LISTEN",      "REQ_SENT",  "REQ_RCVD",  "REP_SENT",
-                                      "REP_RCVD", "ESTABLISHED", "DREQ_SENT", "DREQ_RCVD", "TIMEWAIT"};
+  static const char* const names[] = {"IDLE",      "LISTEN",   "REQ_SENT",      "REQ_RCVD",
+                                      "REP_SENT",  "REP_RCVD", "ESTABLISHED",   "DREQ_SENT",
+                                      "DREQ_RCVD", "TIMEWAIT", "SIDR_REQ_SENT", "SIDR_REQ_RCVD"};
   return size_t(s) < sizeof names / sizeof *names ? names[size_t(s)] : "?";
 }
 
 const char* cm_event_name(CmEventType t) {
-  static const char* const names[] = {"REQ_RECEIVED", "REP_RECEIVED", "RTU_RECEIVED",  "REJ_RECEIVED",
-                                      "REQ_ERROR",    "REP_ERROR",    "DREQ_RECEIVED", "DREP_RECEIVED",
-                                      "DREQ_ERROR",   "TIMEWAIT_EXIT"};
+  static const char* const names[] = {
+      "REQ_RECEIVED",      "REP_RECEIVED",      "RTU_RECEIVED",  "REJ_RECEIVED", "REQ_ERROR",
+      "REP_ERROR",         "DREQ_RECEIVED",     "DREP_RECEIVED", "DREQ_ERROR",   "TIMEWAIT_EXIT",
+      "SIDR_REQ_RECEIVED", "SIDR_REP_RECEIVED", "SIDR_REQ_ERROR"};
   return size_t(t) < sizeof names / sizeof *names ? names[size_t(t)] : "?";
 }
 
@@ -199,6 +201,32 @@ int Cm::send_dreq(CmId* id, const void* private_data, size_t len) {
   return transmit(*id, true);
 }
 
+int Cm::send_sidr_req(CmId* id, MadAgent* a, mad::SidrReq req, const uint8_t dgid[16], uint8_t timeout,
+                      uint8_t retries) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (id->state_ != CmState::Idle) return EINVAL;
+  id->agent_ = a;
+  std::memcpy(id->remote_gid_, dgid, 16);
+  req.request_id = id->local_id_;
+  id->service_id_ = req.service_id;
+  id->tid_ = next_tid_++;
+  mad::encode(req, id->tid_, id->last_mad_);
+  id->timeout_ns_ = timeout_ns(timeout);
+  id->max_retries_ = retries;
+  set_state(*id, CmState::SidrReqSent);
+  return transmit(*id, true);
+}
+
+int Cm::send_sidr_rep(CmId* id, mad::SidrRep rep) {
+  std::lock_guard<std::recursive_mutex> g(mu_);
+  if (id->state_ != CmState::SidrReqRcvd) return EINVAL;
+  rep.request_id = id->remote_id_;
+  rep.service_id = id->service_id_;
+  mad::encode(rep, id->tid_, id->last_mad_);
+  set_state(*id, CmState::Idle);
+  return transmit(*id, false);
+}
+
 void Cm::destroy_id(CmId* id) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   switch (id->state_) {
@@ -206,6 +234,12 @@ void Cm::destroy_id(CmId* id) {
     case CmState::RepRcvd: send_rej(id, mad::RejReason::ConsumerReject, nullptr, 0); break;
     case CmState::Established: send_dreq(id, nullptr, 0); break;
     case CmState::Listen: listeners_.erase({id->agent_, id->service_id_}); break;
+    case CmState::SidrReqRcvd: {  // unanswered: the requester hears "rejected"
+      mad::SidrRep rep;
+      rep.status = uint8_t(mad::SidrStatus::Rejected);
+      send_sidr_rep(id, rep);
+      break;
+    }
     default: break;
   }
   ids_.erase(id->local_id_);

@@ -38,22 +38,27 @@ enum class CmState : uint8_t {
   DreqSent,
   DreqRcvd,
   Timewait,
+  SidrReqSent,  ///< a service ID resolution (UD) is asked for
+  SidrReqRcvd,  ///< a service ID resolution waits for the owner's answer
 };
 /** @brief "IDLE", "LISTEN", "REQ_SENT", ... */
 const char* cm_state_name(CmState s);
 
 /** @brief What the CM tells the owner of a connection. */
 enum class CmEventType : uint8_t {
-  ReqReceived,   ///< a REQ for a listened service: CmEvent::id is a new connection
-  RepReceived,   ///< the REP to our REQ (send the RTU, or a REJ)
-  RtuReceived,   ///< the connection is established (passive side)
-  RejReceived,   ///< the peer refused; CmEvent::reason says why
-  ReqError,      ///< no answer to the REQ after every resend
-  RepError,      ///< no RTU after every resend of the REP
-  DreqReceived,  ///< the peer disconnects (the DREP has been sent)
-  DrepReceived,  ///< the peer answered our DREQ
-  DreqError,     ///< no DREP after every resend of the DREQ
-  TimewaitExit,  ///< time wait is over: the QP may be used again
+  ReqReceived,      ///< a REQ for a listened service: CmEvent::id is a new connection
+  RepReceived,      ///< the REP to our REQ (send the RTU, or a REJ)
+  RtuReceived,      ///< the connection is established (passive side)
+  RejReceived,      ///< the peer refused; CmEvent::reason says why
+  ReqError,         ///< no answer to the REQ after every resend
+  RepError,         ///< no RTU after every resend of the REP
+  DreqReceived,     ///< the peer disconnects (the DREP has been sent)
+  DrepReceived,     ///< the peer answered our DREQ
+  DreqError,        ///< no DREP after every resend of the DREQ
+  TimewaitExit,     ///< time wait is over: the QP may be used again
+  SidrReqReceived,  ///< a SIDR_REQ for a listened service: CmEvent::id is a new id
+  SidrRepReceived,  ///< the answer to our SIDR_REQ (its status says whether it resolved)
+  SidrReqError,     ///< no SIDR_REP after every resend
 };
 /** @brief "REQ_RECEIVED", ... */
 const char* cm_event_name(CmEventType t);
@@ -129,6 +134,11 @@ class Cm {
   /** @brief Refuse a received REQ or REP with @p reason. */
   int send_rej(CmId* id, mad::RejReason reason, const void* private_data, size_t len);
   int send_dreq(CmId* id, const void* private_data, size_t len);
+  /** @brief Ask the port owning @p dgid which UD QP serves @p req's service (IBTA 12.11). */
+  int send_sidr_req(CmId* id, MadAgent* a, mad::SidrReq req, const uint8_t dgid[16], uint8_t timeout,
+                    uint8_t retries);
+  /** @brief Answer a SidrReqReceived (the CM fills in the request ID and service ID). */
+  int send_sidr_rep(CmId* id, mad::SidrRep rep);
 
   /** @brief Take every MAD that arrived and fire due timers; true if anything happened. */
   bool progress();
@@ -147,6 +157,8 @@ class Cm {
   void on_rej(const ReceivedMad& m);
   void on_dreq(MadAgent& a, const ReceivedMad& m);
   void on_drep(const ReceivedMad& m);
+  void on_sidr_req(MadAgent& a, const ReceivedMad& m);
+  void on_sidr_rep(const ReceivedMad& m);
   bool fire_timers();
   void timed_out(CmId& id);
   CmId* by_comm_id(uint32_t id, CmState want1, CmState want2);

@@ -38,6 +38,8 @@ void Cm::on_mad(MadAgent& a, const ReceivedMad& m) {
     case mad::AttrId::Rej: return on_rej(m);
     case mad::AttrId::Dreq: return on_dreq(a, m);
     case mad::AttrId::Drep: return on_drep(m);
+    case mad::AttrId::SidrReq: return on_sidr_req(a, m);
+    case mad::AttrId::SidrRep: return on_sidr_rep(m);
     default: return;  // MRA, SIDR, LAP/APR: not handled by this CM yet
   }
 }
@@ -151,6 +153,46 @@ void Cm::on_drep(const ReceivedMad& m) {
   emit(*id, CmEventType::DrepReceived, m.mad);
 }
 
+void Cm::on_sidr_req(MadAgent& a, const ReceivedMad& m) {
+  mad::SidrReq req;
+  if (mad::decode(m.mad, kMadBytes, req) != mad::DecodeError::Ok) return;
+  mad::CommonHeader h;
+  mad::peek(m.mad, kMadBytes, h);
+  for (auto& [n, id] : ids_)  // a resent request still being answered
+    if (id->state_ == CmState::SidrReqRcvd && id->remote_id_ == req.request_id &&
+        std::memcmp(id->remote_gid_, m.sgid, 16) == 0)
+      return;
+  auto l = listeners_.find({&a, req.service_id});
+  if (l == listeners_.end()) {  // IBTA 12.11.2: nobody serves it
+    mad::SidrRep rep;
+    rep.request_id = req.request_id;
+    rep.service_id = req.service_id;
+    rep.status = uint8_t(mad::SidrStatus::ServiceIdNotSupported);
+    uint8_t out[kMadBytes];
+    mad::encode(rep, h.transaction_id, out);
+    a.send(m.sgid, out);
+    return;
+  }
+  CmId* id = create_id(l->second->handler_);
+  id->agent_ = &a;
+  id->remote_id_ = req.request_id;
+  id->service_id_ = req.service_id;
+  id->tid_ = h.transaction_id;
+  std::memcpy(id->remote_gid_, m.sgid, 16);
+  set_state(*id, CmState::SidrReqRcvd);
+  emit(*id, CmEventType::SidrReqReceived, m.mad, 0, l->second);
+}
+
+void Cm::on_sidr_rep(const ReceivedMad& m) {
+  mad::SidrRep rep;
+  if (mad::decode(m.mad, kMadBytes, rep) != mad::DecodeError::Ok) return;
+  CmId* id = by_comm_id(rep.request_id, CmState::SidrReqSent, CmState::SidrReqSent);
+  if (!id) return;
+  id->deadline_ns_ = 0;
+  set_state(*id, CmState::Idle);
+  emit(*id, CmEventType::SidrRepReceived, m.mad, rep.status);
+}
+
 void Cm::enter_timewait(CmId& id) {
   set_state(id, CmState::Timewait);
   id.deadline_ns_ = now_ns() + id.timewait_ns_;
@@ -167,6 +209,10 @@ void Cm::timed_out(CmId& id) {
   if (s == CmState::DreqSent) {
     enter_timewait(id);
     return emit(id, CmEventType::DreqError, nullptr);
+  }
+  if (s == CmState::SidrReqSent) {
+    set_state(id, CmState::Idle);
+    return emit(id, CmEventType::SidrReqError, nullptr);
   }
   // IBTA 12.9.6: a REQ or REP unanswered after every resend ends with a REJ (timeout).
   mad::Rej rej;

@@ -147,6 +147,10 @@ class Ucma {
   int notify(UcmaChannel& ch, const void* in, size_t len);
   void on_cm_event(UcmaId& id, const CmEvent& e);
   void on_connect_request(UcmaId& listener, const CmEvent& e);
+  void on_sidr_request(UcmaId& listener, const CmEvent& e);
+  void on_sidr_reply(UcmaId& id, const CmEvent& e);
+  int connect_ud(UcmaId& id, const rdma_ucm_conn_param& cp);
+  int accept_ud(UcmaId& id, const rdma_ucm_conn_param& cp);
   CmHandler handler_for(uint32_t handle);
 
   std::map<int, std::unique_ptr<UcmaChannel>> channels_;

@@ -62,6 +62,10 @@ CmHandler Ucma::handler_for(uint32_t handle) {
     if (!id) return;
     if (e.type == CmEventType::ReqReceived)
       on_connect_request(*id, e);
+    else if (e.type == CmEventType::SidrReqReceived)
+      on_sidr_request(*id, e);
+    else if (e.type == CmEventType::SidrRepReceived)
+      on_sidr_reply(*id, e);
     else
       on_cm_event(*id, e);
   };
@@ -152,6 +156,7 @@ int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
   if (!id) return -EINVAL;
   const rdma_ucm_conn_param& cp = c.conn_param;
   if (id->state != UcmaState::RouteResolved) return -EINVAL;
+  if (id->qp_type == IBV_QPT_UD) return connect_ud(*id, cp);
   if (cp.private_data_len > mad::kReqPrivateDataSize - kCmaHdr) return -EINVAL;
   id->qpn = cp.qp_num;
   id->psn = first_psn(id->handle, cp.qp_num);
@@ -193,6 +198,7 @@ int Ucma::accept(UcmaChannel& ch, const void* in, size_t len) {
   UcmaId* id = find(c.id, &ch);
   if (!id || !id->cm) return -EINVAL;
   Cm& cm = Cm::get();
+  if (id->qp_type == IBV_QPT_UD) return accept_ud(*id, c.conn_param);
   // The active side's ACCEPT, after its QP reached RTS on the REP: the RTU (cma_rep_recv).
   if (!c.conn_param.valid)
     return id->cm->state() == CmState::RepRcvd ? -cm.send_rtu(id->cm, nullptr, 0) : -EINVAL;
@@ -220,6 +226,13 @@ int Ucma::reject(UcmaChannel& ch, const void* in, size_t len) {
   const auto c = command<rdma_ucm_reject>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !id->cm || c.private_data_len > mad::kRejPrivateDataSize) return -EINVAL;
+  if (id->qp_type == IBV_QPT_UD) {  // a refused resolution (cma_send_sidr_rep: IB_SIDR_REJECT)
+    if (c.private_data_len > mad::kSidrRepPrivateDataSize) return -EINVAL;
+    mad::SidrRep rep;
+    rep.status = uint8_t(mad::SidrStatus::Rejected);
+    std::memcpy(rep.private_data, c.private_data, c.private_data_len);
+    return -Cm::get().send_sidr_rep(id->cm, rep);
+  }
   return -Cm::get().send_rej(id->cm, mad::RejReason::ConsumerReject, c.private_data, c.private_data_len);
 }
 

@@ -74,7 +74,10 @@ void Ucma::on_cm_event(UcmaId& id, const CmEvent& e) {
     case CmEventType::DrepReceived:
     case CmEventType::DreqError: id.state = UcmaState::Disconnect; return queue(id, kDisconnected, 0);
     case CmEventType::TimewaitExit: return queue(id, kTimewaitExit, 0);
-    case CmEventType::ReqReceived: return;
+    case CmEventType::SidrReqError: return queue(id, kUnreachable, -ETIMEDOUT);
+    case CmEventType::ReqReceived:
+    case CmEventType::SidrReqReceived:
+    case CmEventType::SidrRepReceived: return;  // handler_for sends these elsewhere
   }
 }
 

@@ -50,13 +50,13 @@ sockaddr_in addr(const char* ip, uint16_t port) {
   return a;
 }
 
-uint32_t create_id(int fd, uint64_t uid) {
+uint32_t create_id(int fd, uint64_t uid, uint16_t ps = RDMA_PS_TCP, uint8_t qp_type = IBV_QPT_RC) {
   rdma_ucm_create_id_resp r{};
   rdma_ucm_create_id c{};
   c.uid = uid;
   c.response = uintptr_t(&r);
-  c.ps = RDMA_PS_TCP;
-  c.qp_type = IBV_QPT_RC;
+  c.ps = ps;
+  c.qp_type = qp_type;
   EXPECT_EQ(cmd(fd, RDMA_USER_CM_CMD_CREATE_ID, c), 0);
   return r.id;
 }
@@ -262,6 +262,51 @@ TEST_F(Ucma, ConnectAcceptSendDisconnect) {
   // Address, route, connect response, disconnected, time wait exit: the active side's
   // ESTABLISHED is librdmacm's own (after its ACCEPT), never the kernel's.
   EXPECT_EQ(dr.events_reported, 5u);
+}
+
+TEST_F(Ucma, UdIdsResolveTheServingQpWithSidr) {
+  const uint32_t l = create_id(sfd_, 0x51, RDMA_PS_UDP, IBV_QPT_UD);
+  ASSERT_EQ(bind(sfd_, l, addr("192.0.2.2", 7000)), 0);
+  rdma_ucm_listen lc{l, 4};
+  ASSERT_EQ(cmd(sfd_, RDMA_USER_CM_CMD_LISTEN, lc), 0);
+  const uint32_t c = create_id(cfd_, 0xc1, RDMA_PS_UDP, IBV_QPT_UD);
+  ASSERT_EQ(resolve_addr(cfd_, c, addr("192.0.2.2", 7000), 2000), 0);
+  ASSERT_EQ(get_event(cfd_).event, kAddrResolved);
+  rdma_ucm_resolve_route rr{c, 2000};
+  ASSERT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_RESOLVE_ROUTE, rr), 0);
+  ASSERT_EQ(get_event(cfd_).event, kRouteResolved);
+  rdma_ucm_connect cc{};
+  cc.id = c;
+  cc.conn_param.private_data_len = 3;
+  std::memcpy(cc.conn_param.private_data, "udp", 3);
+  ASSERT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_CONNECT, cc), 0);
+  const rdma_ucm_event_resp req = get_event(sfd_);
+  ASSERT_EQ(req.event, kConnectRequest);
+  EXPECT_EQ(req.param.ud.private_data_len, 180)
+      << "216 bytes of SIDR_REQ private data less the 36-byte header";
+  EXPECT_EQ(std::memcmp(req.param.ud.private_data, "udp", 3), 0);
+  EXPECT_EQ(req.param.ud.ah_attr.grh.dgid[15], 1) << "toward 192.0.2.1, the requester";
+  rdma_ucm_accept ac{};
+  ac.id = req.id;
+  ac.conn_param.qp_num = 0x10042;
+  ASSERT_EQ(cmd(sfd_, RDMA_USER_CM_CMD_ACCEPT, ac), 0);
+  const rdma_ucm_event_resp est = get_event(cfd_);
+  ASSERT_EQ(est.event, kEstablished);
+  EXPECT_EQ(est.param.ud.qp_num, 0x10042u);
+  EXPECT_EQ(est.param.ud.qkey, 0x01234567u) << "RDMA_UDP_QKEY when the server names none";
+  EXPECT_EQ(est.param.ud.ah_attr.grh.dgid[15], 2) << "toward 192.0.2.2";
+  // A resolution nobody listens for: SIDR_REP "service ID not supported" (status 1).
+  const uint32_t c2 = create_id(cfd_, 0xc2, RDMA_PS_UDP, IBV_QPT_UD);
+  ASSERT_EQ(resolve_addr(cfd_, c2, addr("192.0.2.2", 7001), 2000), 0);
+  ASSERT_EQ(get_event(cfd_).event, kAddrResolved);
+  rdma_ucm_resolve_route rr2{c2, 2000};
+  ASSERT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_RESOLVE_ROUTE, rr2), 0);
+  ASSERT_EQ(get_event(cfd_).event, kRouteResolved);
+  cc.id = c2;
+  ASSERT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_CONNECT, cc), 0);
+  const rdma_ucm_event_resp un = get_event(cfd_);
+  EXPECT_EQ(un.event, kUnreachable);
+  EXPECT_EQ(un.status, 1u);
 }
 
 TEST_F(Ucma, ConnectToAPortNobodyListensOnIsRejectedWithReason8) {

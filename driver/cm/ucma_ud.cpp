@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// The rdma_cm's UD ids: rdma_connect on a UD id is a service ID resolution (IBTA 12.11: SIDR_REQ
+// and SIDR_REP), which tells the requester the QP number and Q_Key that serve a port; there is
+// no connection, so no RTU, DREQ or time wait (Linux's cma_resolve_ib_udp, cma_sidr_rep_handler).
+#include <arpa/inet.h>
+#include <rdma/ib_user_verbs.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ucma.h"
+
+namespace hcasim::drv::cm {
+
+namespace {
+
+constexpr size_t kCmaHdr = 36;
+constexpr uint32_t kUdpQkey = 0x01234567;  ///< RDMA_UDP_QKEY: the port spaces' UD Q_Key
+
+/** The address vector toward @p peer (an IPv4 address in network order): RoCE, so a GRH. */
+void ah_toward(uint32_t peer_be, uint8_t tos, ib_uverbs_ah_attr& ah) {
+  std::memset(&ah, 0, sizeof ah);
+  ah.grh.dgid[10] = ah.grh.dgid[11] = 0xff;
+  std::memcpy(ah.grh.dgid + 12, &peer_be, 4);
+  ah.grh.sgid_index = kCmGidIndex;
+  ah.grh.hop_limit = 64;
+  ah.grh.traffic_class = tos;
+  ah.is_global = 1;
+  ah.port_num = 1;
+}
+
+}  // namespace
+
+int Ucma::connect_ud(UcmaId& id, const rdma_ucm_conn_param& cp) {
+  if (cp.private_data_len > mad::kSidrReqPrivateDataSize - kCmaHdr) return -EINVAL;
+  mad::SidrReq r;
+  r.partition_key = 0xffff;
+  r.service_id = (uint64_t(id.ps) << 16) + ntohs(id.dst.sin_port);
+  std::memset(r.private_data, 0, kCmaHdr);
+  r.private_data[1] = 4 << 4;
+  std::memcpy(r.private_data + 2, &id.src.sin_port, 2);
+  std::memcpy(r.private_data + 4 + 12, &id.src.sin_addr.s_addr, 4);
+  std::memcpy(r.private_data + 20 + 12, &id.dst.sin_addr.s_addr, 4);
+  std::memcpy(r.private_data + kCmaHdr, cp.private_data, cp.private_data_len);
+  uint8_t dgid[16] = {};
+  dgid[10] = dgid[11] = 0xff;
+  std::memcpy(dgid + 12, &id.dst.sin_addr.s_addr, 4);
+  id.cm = Cm::get().create_id(handler_for(id.handle));
+  id.state = UcmaState::Connect;
+  // CMA_CM_RESPONSE_TIMEOUT (20: 4.3 s) and CMA_MAX_CM_RETRIES (15), as for a REQ.
+  return -Cm::get().send_sidr_req(id.cm, id.agent, r, dgid, 20, 15);
+}
+
+void Ucma::on_sidr_request(UcmaId& listener, const CmEvent& e) {
+  mad::SidrReq req;
+  if (mad::decode(e.mad, kMadBytes, req) != mad::DecodeError::Ok) return;
+  auto child = std::make_unique<UcmaId>();
+  UcmaId& c = *child;
+  c.handle = next_handle_++;
+  c.uid = listener.uid;
+  c.ch = listener.ch;
+  c.ps = listener.ps;
+  c.qp_type = listener.qp_type;
+  c.state = UcmaState::Connect;
+  c.src = listener.src;
+  c.dst.sin_family = c.src.sin_family = AF_INET;
+  std::memcpy(&c.dst.sin_port, req.private_data + 2, 2);
+  std::memcpy(&c.dst.sin_addr.s_addr, req.private_data + 4 + 12, 4);
+  std::memcpy(&c.src.sin_addr.s_addr, req.private_data + 20 + 12, 4);
+  c.agent = e.id->agent();
+  c.cm = e.id;
+  ids_[c.handle] = std::move(child);
+  Cm::get().set_handler(e.id, handler_for(c.handle));
+  UcmaEvent& ev = queue_event(c, kConnectRequest, 0);
+  ev.credit = listener.handle;
+  rdma_ucm_ud_param& p = ev.resp.param.ud;
+  std::memcpy(p.private_data, req.private_data + kCmaHdr, sizeof req.private_data - kCmaHdr);
+  p.private_data_len = uint8_t(sizeof req.private_data - kCmaHdr);
+  ah_toward(c.dst.sin_addr.s_addr, c.tos, p.ah_attr);
+}
+
+int Ucma::accept_ud(UcmaId& id, const rdma_ucm_conn_param& cp) {
+  if (!id.cm || id.cm->state() != CmState::SidrReqRcvd) return -EINVAL;
+  if (cp.private_data_len > mad::kSidrRepPrivateDataSize) return -EINVAL;
+  mad::SidrRep rep;
+  rep.status = uint8_t(mad::SidrStatus::Valid);
+  rep.qpn = cp.qp_num;
+  rep.qkey = cp.qkey ? cp.qkey : kUdpQkey;
+  std::memcpy(rep.private_data, cp.private_data, cp.private_data_len);
+  return -Cm::get().send_sidr_rep(id.cm, rep);
+}
+
+void Ucma::on_sidr_reply(UcmaId& id, const CmEvent& e) {
+  mad::SidrRep rep;
+  if (mad::decode(e.mad, kMadBytes, rep) != mad::DecodeError::Ok) return;
+  if (rep.status != uint8_t(mad::SidrStatus::Valid)) {
+    id.state = UcmaState::RouteResolved;
+    return queue(id, kUnreachable, rep.status);  // the SIDR status, as cma_sidr_rep_handler gives it
+  }
+  rdma_ucm_ud_param& p = queue_event(id, kEstablished, 0).resp.param.ud;
+  p.qp_num = rep.qpn;
+  p.qkey = rep.qkey;
+  ah_toward(id.dst.sin_addr.s_addr, id.tos, p.ah_attr);
+  std::memcpy(p.private_data, rep.private_data, sizeof rep.private_data);
+  p.private_data_len = uint8_t(sizeof rep.private_data);
+}
+
+}  // namespace hcasim::drv::cm
