@@ -84,6 +84,15 @@ struct UcmaId {
   std::vector<CmId*> cm_listens;
 };
 
+/** @brief A multicast group an id joined (rdma_join_multicast). */
+struct UcmaMc {
+  uint32_t handle = 0;  ///< names the join in LEAVE_MCAST
+  uint64_t uid = 0;     ///< the library's, given back in its MULTICAST_JOIN event
+  uint32_t id = 0;      ///< the id that joined
+  sockaddr_in addr{};   ///< the group's IPv4 address
+  uint32_t events_reported = 0;
+};
+
 /** @brief An event waiting to be read, with the time it may be read from (address timeouts). */
 struct UcmaEvent {
   rdma_ucm_event_resp resp{};
@@ -95,7 +104,16 @@ struct UcmaEvent {
 struct UcmaChannel {
   int fd = -1;
   std::deque<UcmaEvent> events;
+  /// Closed while a thread waited in GET_EVENT on it: that thread waits on, as on Linux, where
+  /// the blocked write(2) holds the file open; it can get no event any more.
+  bool closed = false;
 };
+
+/**
+ * @brief The first PSN of an id's QP, fixed when the id is made (Linux draws a random one then:
+ * librdmacm moves a passive QP to RTS before it accepts): the same on every run here.
+ */
+inline uint32_t first_psn(uint32_t handle) { return (handle * 0x9e3779b1u) & 0xffffff; }
 
 /** @brief The process's rdma_cm: every channel and id. */
 class Ucma {
@@ -145,6 +163,12 @@ class Ucma {
   int disconnect(UcmaChannel& ch, const void* in, size_t len);
   int init_qp_attr(UcmaChannel& ch, const void* in, size_t len);
   int notify(UcmaChannel& ch, const void* in, size_t len);
+
+  // multicast (ucma_mcast.cpp)
+  int join_mcast(UcmaChannel& ch, const void* in, size_t len);
+  int join_ip_mcast(UcmaChannel& ch, const void* in, size_t len);
+  int leave_mcast(UcmaChannel& ch, const void* in, size_t len);
+  int join(UcmaChannel& ch, uint32_t id, uint64_t uid, const sockaddr* addr, uint64_t response);
   void on_cm_event(UcmaId& id, const CmEvent& e);
   void on_connect_request(UcmaId& listener, const CmEvent& e);
   void on_sidr_request(UcmaId& listener, const CmEvent& e);
@@ -153,8 +177,9 @@ class Ucma {
   int accept_ud(UcmaId& id, const rdma_ucm_conn_param& cp);
   CmHandler handler_for(uint32_t handle);
 
-  std::map<int, std::unique_ptr<UcmaChannel>> channels_;
+  std::map<int, std::shared_ptr<UcmaChannel>> channels_;  ///< shared: a command in progress keeps its own
   std::map<uint32_t, std::unique_ptr<UcmaId>> ids_;
+  std::map<uint32_t, UcmaMc> mcs_;
   uint32_t next_handle_ = 1;
   uint16_t next_port_ = 49152;
 };

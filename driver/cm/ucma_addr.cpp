@@ -142,6 +142,13 @@ int Ucma::start_resolve(UcmaId& id, const sockaddr* src, const sockaddr* dst, ui
   MadAgent* a = id.agent ? id.agent : device_of(0);
   uint8_t gid[16], mac[6];
   gid_of_ipv4(ip, gid);
+  if (a && (ip & 0xf0000000u) == 0xe0000000u) {  // a group: no neighbour to find (its MAC is mapped)
+    id.agent = a;
+    id.src.sin_addr.s_addr = htonl(ipv4_of_gid(a->gid()));
+    id.state = UcmaState::AddrResolved;
+    queue(id, kAddrResolved, 0);
+    return 0;
+  }
   if (!a || (ip & kSubnetMask) != kSubnet) {  // no route off the simulated subnet
     queue(id, kAddrError, -ENETUNREACH);
     return 0;

@@ -44,11 +44,6 @@ void put_cma_hdr(uint8_t* p, const sockaddr_in& src, const sockaddr_in& dst) {
   std::memcpy(p + 20 + 12, &dst.sin_addr.s_addr, 4);
 }
 
-/** A first PSN that is the same on every run (Linux draws a random one). */
-uint32_t first_psn(uint32_t handle, uint32_t qpn) {
-  return (handle * 0x9e3779b1u ^ qpn * 0x85ebca6bu) & 0xffffff;
-}
-
 void copy_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len) {
   std::memcpy(c.private_data, pd, len);
   c.private_data_len = uint8_t(len);
@@ -120,6 +115,7 @@ void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
   auto child = std::make_unique<UcmaId>();
   UcmaId& c = *child;
   c.handle = next_handle_++;
+  c.psn = first_psn(c.handle);
   c.uid = listener.uid;
   c.ch = listener.ch;
   c.ps = listener.ps;
@@ -159,7 +155,6 @@ int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
   if (id->qp_type == IBV_QPT_UD) return connect_ud(*id, cp);
   if (cp.private_data_len > mad::kReqPrivateDataSize - kCmaHdr) return -EINVAL;
   id->qpn = cp.qp_num;
-  id->psn = first_psn(id->handle, cp.qp_num);
   id->responder_resources = cp.responder_resources;
   id->initiator_depth = cp.initiator_depth;
   id->retry_count = cp.retry_count;
@@ -206,7 +201,6 @@ int Ucma::accept(UcmaChannel& ch, const void* in, size_t len) {
   if (id->cm->state() != CmState::ReqRcvd || cp.private_data_len > mad::kRepPrivateDataSize) return -EINVAL;
   id->uid = c.uid;
   id->qpn = cp.qp_num;
-  id->psn = first_psn(id->handle, cp.qp_num);
   id->responder_resources = cp.responder_resources;
   id->initiator_depth = cp.initiator_depth;
   mad::Rep r;

@@ -46,7 +46,7 @@ int Ucma::open() {
   // The count of queued events: readable (POLLIN) exactly while one waits to be read.
   const int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
   if (fd < 0) return -errno;
-  auto ch = std::make_unique<UcmaChannel>();
+  auto ch = std::make_shared<UcmaChannel>();
   ch->fd = fd;
   channels_[fd] = std::move(ch);
   return fd;
@@ -60,6 +60,8 @@ int Ucma::close(int fd) {
   for (auto& [h, id] : ids_)
     if (id->ch == it->second.get()) gone.push_back(id.get());
   for (UcmaId* id : gone) forget(*id);
+  it->second->closed = true;
+  it->second->events.clear();
   ::close(fd);
   channels_.erase(it);
   return 0;
@@ -70,40 +72,24 @@ int Ucma::write(int fd, const void* buf, size_t len) {
   if (len < sizeof hdr) return -EINVAL;
   std::memcpy(&hdr, buf, sizeof hdr);
   if (len - sizeof hdr < hdr.in) return -EINVAL;
-  UcmaChannel* ch;
+  std::shared_ptr<UcmaChannel> ch;  // alive until the command returns, even if closed meanwhile
   {
     std::lock_guard<std::recursive_mutex> g(Cm::get().mutex());
     auto it = channels_.find(fd);
     if (it == channels_.end()) return -EBADF;
-    ch = it->second.get();
+    ch = it->second;
   }
   return dispatch(*ch, hdr.cmd, static_cast<const uint8_t*>(buf) + sizeof hdr, hdr.in);
 }
 
 int Ucma::dispatch(UcmaChannel& ch, uint32_t cmd, const void* in, size_t in_len) {
-  static const Handler table[] = {&Ucma::create_id,
-                                  &Ucma::destroy_id,
-                                  &Ucma::bind_ip,
-                                  &Ucma::resolve_ip,
-                                  &Ucma::resolve_route,
-                                  &Ucma::query_route,
-                                  &Ucma::connect,
-                                  &Ucma::listen,
-                                  &Ucma::accept,
-                                  &Ucma::reject,
-                                  &Ucma::disconnect,
-                                  &Ucma::init_qp_attr,
-                                  &Ucma::get_event,
-                                  nullptr /*get_option*/,
-                                  &Ucma::set_option,
-                                  &Ucma::notify,
-                                  nullptr /*join_ip_mcast*/,
-                                  nullptr /*leave_mcast*/,
-                                  &Ucma::migrate_id,
-                                  &Ucma::query,
-                                  &Ucma::bind,
-                                  &Ucma::resolve_addr,
-                                  nullptr /*join_mcast*/};
+  static const Handler table[] = {
+      &Ucma::create_id,     &Ucma::destroy_id,      &Ucma::bind_ip,    &Ucma::resolve_ip,
+      &Ucma::resolve_route, &Ucma::query_route,     &Ucma::connect,    &Ucma::listen,
+      &Ucma::accept,        &Ucma::reject,          &Ucma::disconnect, &Ucma::init_qp_attr,
+      &Ucma::get_event,     nullptr /*get_option*/, &Ucma::set_option, &Ucma::notify,
+      &Ucma::join_ip_mcast, &Ucma::leave_mcast,     &Ucma::migrate_id, &Ucma::query,
+      &Ucma::bind,          &Ucma::resolve_addr,    &Ucma::join_mcast};
   if (cmd >= sizeof table / sizeof *table) return -EINVAL;
   if (!table[cmd]) return -ENOSYS;  // as the kernel answers a command it has no handler for
   if (cmd == RDMA_USER_CM_CMD_GET_EVENT) return get_event(ch, in, in_len);  // waits without the lock
@@ -123,6 +109,7 @@ int Ucma::create_id(UcmaChannel& ch, const void* in, size_t len) {
     return -EINVAL;
   auto id = std::make_unique<UcmaId>();
   id->handle = next_handle_++;
+  id->psn = first_psn(id->handle);
   id->uid = c.uid;
   id->ch = &ch;
   id->ps = c.ps;
@@ -149,6 +136,8 @@ void Ucma::forget(UcmaId& id) {
       it = ch->events.erase(it);
     }
   }
+  for (auto it = mcs_.begin(); it != mcs_.end();)
+    it = it->second.id == id.handle ? mcs_.erase(it) : std::next(it);
   ids_.erase(id.handle);
 }
 
@@ -162,24 +151,26 @@ int Ucma::destroy_id(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::migrate_id(UcmaChannel& ch, const void* in, size_t len) {
+  // Written to the channel the id moves to; fd names the channel it is on now (ucma_migrate_id).
   const auto c = command<rdma_ucm_migrate_id>(in, len);
-  UcmaId* id = find(c.id);
-  auto to = channels_.find(int(c.fd));
-  if (!id || to == channels_.end()) return -EINVAL;
-  UcmaChannel* from = id->ch;
-  // Its unread events move with it (ucma_migrate_id moves them to the new file).
-  for (auto it = from->events.begin(); it != from->events.end();) {
+  auto from_it = channels_.find(int(c.fd));
+  if (from_it == channels_.end()) return -EBADF;
+  UcmaChannel* from = from_it->second.get();
+  UcmaId* id = find(c.id, from);
+  if (!id) return -EINVAL;
+  // Its unread events move with it, in order.
+  for (auto it = from->events.begin(); from != &ch && it != from->events.end();) {
     if (it->resp.id != id->handle) {
       ++it;
       continue;
     }
     uint64_t one = 1;
-    if (read(from->fd, &one, sizeof one) < 0 || ::write(to->second->fd, &one, sizeof one) < 0) {
+    if (read(from->fd, &one, sizeof one) < 0 || ::write(ch.fd, &one, sizeof one) < 0) { /* counts follow */
     }
-    to->second->events.push_back(*it);
+    ch.events.push_back(*it);
     it = from->events.erase(it);
   }
-  id->ch = to->second.get();
+  id->ch = &ch;
   const rdma_ucm_migrate_resp r{id->events_reported};
   return copy_out(c.response, &r, sizeof r);
 }
@@ -224,8 +215,13 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
         }
         // A connection request counts against the listener, as in ucma_get_event.
         if (UcmaId* id = find(ev.credit)) id->events_reported++;
+        if (auto mc = mcs_.find(ev.credit); mc != mcs_.end()) mc->second.events_reported++;
         return copy_out(c.response, &ev.resp, sizeof ev.resp);
       }
+    }
+    if (ch.closed) {  // nothing can come any more; wait on, as the kernel's reader would
+      cm.wait(100);
+      continue;
     }
     if (fcntl(ch.fd, F_GETFL) & O_NONBLOCK) return -EAGAIN;
     const uint64_t now = now_ns();

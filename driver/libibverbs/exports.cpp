@@ -533,15 +533,15 @@ HCASIM_EXPORT struct ibv_ah* ibv_create_ah_from_wc(struct ibv_pd* pd, struct ibv
 }
 
 // ---------------------------------------------------------------------------------------------
-// Not modelled: multicast, L2 resolution
+// Multicast (the LID is unused on RoCE); not modelled: L2 resolution
 // ---------------------------------------------------------------------------------------------
 
 HCASIM_EXPORT int ibv_attach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
-  return fail(EOPNOTSUPP);
+  return drv::attach_mcast(qp, gid, true);
 }
 
 HCASIM_EXPORT int ibv_detach_mcast(struct ibv_qp* qp, const union ibv_gid* gid, uint16_t lid) {
-  return fail(EOPNOTSUPP);
+  return drv::attach_mcast(qp, gid, false);
 }
 
 HCASIM_EXPORT int ibv_resolve_eth_l2_from_gid(struct ibv_context* context, struct ibv_ah_attr* attr,

@@ -64,6 +64,8 @@ int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
 int destroy_srq(ibv_srq* srq);
 
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
+/** Attach (or detach) UD QP @p qp to the multicast group @p gid; 0 or the errno value. */
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, bool attach);
 int destroy_ah(ibv_ah* ah);
 
 int get_async_event(ibv_context* context, ibv_async_event* event);

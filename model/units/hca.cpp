@@ -149,6 +149,7 @@ void Hca::on_rx(PacketPtr pkt) {
     if (drop_observer_) drop_observer_(*pkt);
     return;
   }
+  if (f.h.dest_qp == hw::kMulticastQpn) return deliver_multicast(std::move(pkt), f);
   QpcCache::Lookup l =
       core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");
   if (!l.qp) {

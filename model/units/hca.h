@@ -7,7 +7,9 @@
  */
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,6 +154,11 @@ class Hca {
   void query_port(hw::CmdMailbox& mb);
   /** @brief ResolveGid: the neighbour lookup the port's packets use, for the driver's CM. */
   void resolve_gid(hw::CmdMailbox& mb);
+  // ---- multicast (hca_mcast.cpp)
+  /** @brief AttachMcast / DetachMcast: a UD QP joins or leaves a group's deliveries. */
+  void attach_mcast(hw::CmdMailbox& mb, bool attach);
+  /** @brief A datagram for QP 0xFFFFFF: a copy to every QP attached to its destination GID. */
+  void deliver_multicast(PacketPtr pkt, const wire::ParsedFrame& f);
   /** @brief A frame whose QPC lookup is done: check its transport and hand it to a unit. */
   void dispatch_rx(RxWork& w);
   /** @brief Whether packets of opcode @p op belong to @p qp's transport (RC, UC, UD). */
@@ -194,6 +201,7 @@ class Hca {
   InjectedFaults injected_;
   bool link_up_ = true;
   uint64_t link_changes_ = 0;
+  std::map<std::array<uint8_t, 16>, std::vector<uint32_t>> mcast_;  ///< group GID -> attached QPs
   // Received frames go through one in-order pipeline: each waits for its QPC lookup (a cache
   // miss is an ICM read), and none overtakes the one before it.
   TimedQueue<RxWork> rx_stage_;

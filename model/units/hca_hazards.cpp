@@ -45,6 +45,8 @@ void Hca::execute(hw::CmdMailbox& mb) {
   if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::QueryPort)
     return query_port(mb);  // the port's, not a context's
   if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::ResolveGid) return resolve_gid(mb);
+  if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::AttachMcast) return attach_mcast(mb, true);
+  if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::DetachMcast) return attach_mcast(mb, false);
   check_hazards(mb);  // before the command, while the object and its state still exist
   cmd_.execute(mb);
 }

@@ -72,7 +72,8 @@ std::string check_doorbell(const DoorbellMsg& d, MsgType t, const ConnState& c) 
   if (d.offset != hw::kUarSqDoorbell) return "";
   // QPNs carry their HCA's index (CommandUnit::qpn_base): one of another HCA is another host's.
   const uint32_t qpn = hw::sq_doorbell_qpn(d.value), own = c.first_hca + d.hca;
-  if (((qpn >> 16) & 0xff) == (own & 0xff)) return "";
+  // The GSI QP is number 1 on every HCA (its doorbell goes to the UAR of the HCA it names).
+  if (qpn == hw::kGsiQpn || ((qpn >> 16) & 0xff) == (own & 0xff)) return "";
   return format("SQ doorbell names QPN 0x%06x, a QP of hcasim%u, not of this host's hcasim%u", qpn,
                 (qpn >> 16) & 0xff, own);
 }

@@ -57,6 +57,7 @@ struct Switch::Ingress : model::WireSide {
     arrive.push(tx_end_ps + sw.prof_.propagation_ps, std::move(pkt));
   }
   void forward(model::PacketPtr& p) {
+    if (p->data[0] & 1) return flood(p);  // a group address: every other port (no IGMP snooping)
     auto it = sw.by_mac_.find(mac_key(p->data));
     if (it == sw.by_mac_.end()) {
       HCASIM_TRACE(sw.tracer_, Wire, Error, model::kTraceNone, model::TraceFields().set_count(p->len),
@@ -65,7 +66,18 @@ struct Switch::Ingress : model::WireSide {
     }
     it->second->send(p);
   }
+  void flood(model::PacketPtr& p) {
+    for (auto& e : sw.egress_) {
+      if (e.get() == own) continue;
+      model::PacketPtr copy = model::make_packet();
+      copy->len = p->len;
+      copy->pristine = p->pristine;
+      std::memcpy(copy->data, p->data, p->len);
+      e->send(copy);
+    }
+  }
   Switch& sw;
+  Egress* own = nullptr;  ///< the port's own egress: a flooded frame never goes back
   model::TimedQueue<model::PacketPtr> arrive;
 };
 
@@ -76,6 +88,7 @@ model::WireSide* Switch::attach(model::EthPort& host) {
   egress_.push_back(std::make_unique<Egress>(prof_, host));
   by_mac_[mac_key(host.mac())] = egress_.back().get();
   ingress_.push_back(std::make_unique<Ingress>(*this));
+  ingress_.back()->own = egress_.back().get();
   return ingress_.back().get();
 }
 

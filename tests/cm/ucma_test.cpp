@@ -29,6 +29,7 @@ enum : uint32_t {
   kRejected = 8,
   kEstablished = 9,
   kDisconnected = 10,
+  kMulticastJoin = 12,
   kTimewaitExit = 15,
 };
 
@@ -309,6 +310,171 @@ TEST_F(Ucma, UdIdsResolveTheServingQpWithSidr) {
   EXPECT_EQ(un.status, 1u);
 }
 
+/** A UD QP on @p ctx in RTS with Q_Key @p qkey, and a receive posted into @p buf. */
+ibv_qp* ud_qp(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq, uint32_t qkey) {
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.qp_type = IBV_QPT_UD;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &ia);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qkey = qkey;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY), 0);
+  a.qp_state = IBV_QPS_RTR;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+  a.qp_state = IBV_QPS_RTS;
+  EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  return qp;
+}
+
+TEST_F(Ucma, MulticastJoinGivesTheGroupAndItsDatagramsReachEveryMember) {
+  const sockaddr_in group = addr("224.1.2.3", 0);
+  ibv_context* ctx[2];
+  ibv_pd* pd[2];
+  ibv_cq* cq[2];
+  ibv_qp* qp[2];
+  static char buf[2][128];
+  ibv_mr* mr[2];
+  rdma_ucm_event_resp joined[2];
+  for (int i = 0; i < 2; ++i) {
+    const int fd = i ? sfd_ : cfd_;
+    const uint32_t id = create_id(fd, 0x10 + i, RDMA_PS_UDP, IBV_QPT_UD);
+    ASSERT_EQ(bind(fd, id, addr(i ? "192.0.2.2" : "192.0.2.1", 0)), 0);
+    ASSERT_EQ(resolve_addr(fd, id, group, 1000), 0);
+    ASSERT_EQ(get_event(fd).event, kAddrResolved) << "a group address resolves without a neighbour";
+    rdma_ucm_create_id_resp jr{};
+    rdma_ucm_join_mcast j{};
+    j.response = uintptr_t(&jr);
+    j.uid = 0x70 + i;
+    j.id = id;
+    j.addr_size = sizeof group;
+    std::memcpy(&j.addr, &group, sizeof group);
+    ASSERT_EQ(cmd(fd, RDMA_USER_CM_CMD_JOIN_MCAST, j), 0);
+    joined[i] = get_event(fd);
+    ASSERT_EQ(joined[i].event, kMulticastJoin);
+    EXPECT_EQ(joined[i].uid, 0x70u + i) << "the join's uid";
+    EXPECT_EQ(joined[i].param.ud.qp_num, 0xffffffu);
+    ASSERT_NE(ctx[i] = ibv_open_device(devs_[i]), nullptr);
+    pd[i] = ibv_alloc_pd(ctx[i]);
+    cq[i] = ibv_create_cq(ctx[i], 8, nullptr, nullptr, 0);
+    qp[i] = ud_qp(ctx[i], pd[i], cq[i], joined[i].param.ud.qkey);
+    mr[i] = ibv_reg_mr(pd[i], buf[i], sizeof buf[i], IBV_ACCESS_LOCAL_WRITE);
+    ibv_gid mgid;
+    std::memcpy(mgid.raw, joined[i].param.ud.ah_attr.grh.dgid, 16);
+    ASSERT_EQ(ibv_attach_mcast(qp[i], &mgid, 0), 0);
+  }
+  ibv_gid not_group{};
+  EXPECT_EQ(ibv_attach_mcast(qp[0], &not_group, 0), EINVAL) << "ibv_attach_mcast(3): a multicast GID";
+  ibv_sge rs{uintptr_t(buf[1]), sizeof buf[1], mr[1]->lkey};
+  ibv_recv_wr rw{};
+  ibv_recv_wr* rbad;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ASSERT_EQ(ibv_post_recv(qp[1], &rw, &rbad), 0);
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  aa.port_num = 1;
+  aa.grh.sgid_index = 1;
+  aa.grh.hop_limit = 1;
+  std::memcpy(aa.grh.dgid.raw, joined[0].param.ud.ah_attr.grh.dgid, 16);
+  ibv_ah* ah = ibv_create_ah(pd[0], &aa);
+  ASSERT_NE(ah, nullptr);
+  std::strcpy(buf[0], "to the group");
+  ibv_sge ss{uintptr_t(buf[0]), 16, mr[0]->lkey};
+  ibv_send_wr sw{};
+  ibv_send_wr* sbad;
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.opcode = IBV_WR_SEND;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  sw.wr.ud.ah = ah;
+  sw.wr.ud.remote_qpn = 0xffffff;
+  sw.wr.ud.remote_qkey = joined[0].param.ud.qkey;
+  ASSERT_EQ(ibv_post_send(qp[0], &sw, &sbad), 0);
+  ibv_wc wc{};
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ibv_poll_cq(cq[1], 1, &wc) == 0) ASSERT_LT(std::chrono::steady_clock::now(), end);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wc.byte_len, 40u + 16u);
+  EXPECT_STREQ(buf[1] + 40, "to the group");
+  ibv_gid mgid;
+  std::memcpy(mgid.raw, joined[1].param.ud.ah_attr.grh.dgid, 16);
+  EXPECT_EQ(ibv_detach_mcast(qp[1], &mgid, 0), 0);
+  EXPECT_EQ(ibv_detach_mcast(qp[1], &mgid, 0), EINVAL) << "not attached any more";
+}
+
+// Three hosts on a switch: the switch floods a group's frames to every other port, and each
+// port hands a copy to each of its member QPs; a non-member port filters the frame out.
+TEST(Multicast, SwitchFloodsAndEveryMemberQpGetsACopy) {
+  setenv("HCASIM_HOSTS", "3", 1);  // before the world exists (first ibv_get_device_list)
+  int n = 0;
+  ibv_device** devs = ibv_get_device_list(&n);
+  ASSERT_EQ(n, 3);
+  ibv_gid mgid{};
+  mgid.raw[10] = mgid.raw[11] = 0xff;
+  mgid.raw[12] = 239, mgid.raw[13] = 9, mgid.raw[14] = 9, mgid.raw[15] = 9;
+  ibv_context* ctx[3];
+  ibv_pd* pd[3];
+  ibv_cq* cq[3];
+  ibv_qp* qp[4];
+  static char buf[4][128];
+  ibv_mr* mr[3];
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NE(ctx[i] = ibv_open_device(devs[i]), nullptr);
+    pd[i] = ibv_alloc_pd(ctx[i]);
+    cq[i] = ibv_create_cq(ctx[i], 8, nullptr, nullptr, 0);
+    qp[i] = ud_qp(ctx[i], pd[i], cq[i], 0x1234);
+    mr[i] = ibv_reg_mr(pd[i], buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  }
+  qp[3] = ud_qp(ctx[2], pd[2], cq[2], 0x1234);  // host 2 has two members
+  for (int q : {1, 2, 3}) {
+    ASSERT_EQ(ibv_attach_mcast(qp[q], &mgid, 0), 0);
+    ibv_sge rs{uintptr_t(buf[q]), sizeof buf[q], mr[q < 3 ? q : 2]->lkey};
+    ibv_recv_wr rw{};
+    ibv_recv_wr* bad;
+    rw.wr_id = uint64_t(q);
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    ASSERT_EQ(ibv_post_recv(qp[q], &rw, &bad), 0);
+  }
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  aa.port_num = 1;
+  aa.grh.sgid_index = 1;
+  aa.grh.hop_limit = 1;
+  aa.grh.dgid = mgid;
+  ibv_ah* ah = ibv_create_ah(pd[0], &aa);
+  std::strcpy(buf[0], "all of you");
+  ibv_sge ss{uintptr_t(buf[0]), 16, mr[0]->lkey};
+  ibv_send_wr sw{};
+  ibv_send_wr* sbad;
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.opcode = IBV_WR_SEND;
+  sw.wr.ud.ah = ah;
+  sw.wr.ud.remote_qpn = 0xffffff;
+  sw.wr.ud.remote_qkey = 0x1234;
+  ASSERT_EQ(ibv_post_send(qp[0], &sw, &sbad), 0);
+  int got[4] = {};
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (got[1] + got[2] + got[3] < 3) {
+    ASSERT_LT(std::chrono::steady_clock::now(), end);
+    for (int h = 1; h < 3; ++h) {
+      ibv_wc wc{};
+      if (ibv_poll_cq(cq[h], 1, &wc) == 1) {
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        got[wc.wr_id]++;
+      }
+    }
+  }
+  EXPECT_EQ(got[1] + got[2] + got[3], 3);
+  for (int q : {1, 2, 3}) EXPECT_STREQ(buf[q] + 40, "all of you") << "member QP " << q;
+  ibv_free_device_list(devs);
+}
+
 TEST_F(Ucma, ConnectToAPortNobodyListensOnIsRejectedWithReason8) {
   listen_on_host1(7471);
   const uint32_t c = routed_client(7472);
@@ -354,8 +520,16 @@ TEST_F(Ucma, BadCommandsGetTheKernelsErrno) {
   EXPECT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_CONNECT, cc), EINVAL);
   rdma_ucm_get_event g{};
   EXPECT_EQ(cmd(cfd_, 99, g), EINVAL) << "no such command";
+  rdma_ucm_create_id_resp jr{};
   rdma_ucm_join_mcast j{};
-  EXPECT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_JOIN_MCAST, j), ENOSYS) << "multicast is not modelled yet";
+  j.response = uintptr_t(&jr);
+  j.id = c;
+  j.addr_size = sizeof(sockaddr_in);
+  const sockaddr_in unicast = addr("192.0.2.1", 0);
+  std::memcpy(&j.addr, &unicast, sizeof unicast);
+  EXPECT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_JOIN_MCAST, j), EINVAL) << "not a group address";
+  rdma_ucm_set_option go{};  // GET_OPTION has no struct of its own: the kernel never had it
+  EXPECT_EQ(cmd(cfd_, RDMA_USER_CM_CMD_GET_OPTION, go), ENOSYS) << "a command the kernel has no handler for";
   EXPECT_EQ(hcasim_ucma_write(12345, &g, sizeof g), -1);
   EXPECT_EQ(errno, EBADF);
 }

@@ -495,6 +495,11 @@ enum class CmdOpcode : uint16_t {
   /// The port's neighbour resolution (what ARP/ND do for a RoCE NIC's netdev): in: GidQuery;
   /// out: Neighbour, or BadParam when no port on the network owns the GID.
   ResolveGid = 0x751,
+  /// ibv_attach_mcast: arg0 a UD QP; in: GidQuery (the multicast GID). The port delivers a
+  /// copy of every datagram sent to that GID (destination QP 0xFFFFFF) to the QP.
+  AttachMcast = 0x752,
+  /// ibv_detach_mcast: arg0 the QP; in: GidQuery. BadParam if it was not attached.
+  DetachMcast = 0x753,
 };
 
 /** @brief Command completion status (CmdMailbox::status). */
@@ -563,6 +568,27 @@ struct PortInfo {
 struct GidQuery {
   uint8_t gid[16];
 };
+constexpr uint32_t kMulticastQpn = 0xffffff;  ///< the destination QP of a multicast datagram (IBTA 10.5.2.1)
+
+/**
+ * @brief A multicast GID: an IPv6 multicast address (ff00::/8) or the IPv4-mapped form of an
+ * IPv4 multicast address (\::ffff:224.0.0.0/4), as RoCEv2 carries them.
+ */
+inline bool is_multicast_gid(const uint8_t gid[16]) {
+  static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return gid[0] == 0xff || (std::memcmp(gid, mapped, 12) == 0 && (gid[12] & 0xf0) == 0xe0);
+}
+/** @brief The Ethernet address a multicast GID's frames go to (RFC 1112 and RFC 2464 mappings). */
+inline void multicast_mac(const uint8_t gid[16], uint8_t mac[6]) {
+  if (gid[0] == 0xff) {  // 33:33 and the low 32 bits
+    mac[0] = mac[1] = 0x33;
+    std::memcpy(mac + 2, gid + 12, 4);
+  } else {  // 01:00:5e and the low 23 bits
+    mac[0] = 0x01, mac[1] = 0x00, mac[2] = 0x5e;
+    mac[3] = gid[13] & 0x7f, mac[4] = gid[14], mac[5] = gid[15];
+  }
+}
+
 /** @brief ResolveGid's output: the MAC address of the port that owns the GID. */
 struct Neighbour {
   uint8_t mac[6];
