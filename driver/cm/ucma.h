@@ -74,6 +74,7 @@ struct UcmaId {
   UcmaState state = UcmaState::Idle;
   sockaddr_in src{}, dst{};
   bool reuse_addr = false;
+  bool child = false;         ///< made by a listener for a request: it owns no port
   MadAgent* agent = nullptr;  ///< the device the address lives on (null: wildcard)
   CmId* cm = nullptr;
   uint32_t qpn = 0, psn = 0, remote_qpn = 0, remote_psn = 0;
@@ -151,7 +152,8 @@ class Ucma {
   int bind_addr(UcmaId& id, const sockaddr* sa, size_t size);
   int start_resolve(UcmaId& id, const sockaddr* src, const sockaddr* dst, uint32_t timeout_ms);
   MadAgent* device_of(uint32_t ipv4_host_order);
-  bool port_in_use(const UcmaId& self, uint16_t port) const;
+  /** @brief 0 if @p self may bind @p at, else -EADDRINUSE or -EADDRNOTAVAIL. */
+  int port_conflict(const UcmaId& self, const sockaddr_in& at) const;
   uint16_t ephemeral_port();
   void fill_addr_resp(const UcmaId& id, rdma_ucm_query_addr_resp& r) const;
 

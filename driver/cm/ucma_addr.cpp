@@ -75,17 +75,19 @@ MadAgent* Ucma::device_of(uint32_t ip) {
   return found;
 }
 
-bool Ucma::port_in_use(const UcmaId& self, uint16_t port) const {
+int Ucma::port_conflict(const UcmaId& self, const sockaddr_in& at) const {
+  // Linux's cma_check_port: only ids bound by the program own a port (a listener's connections
+  // do not); two that both set REUSEADDR may share it; a wildcard next to anything is
+  // EADDRNOTAVAIL, the same address EADDRINUSE.
   for (auto& [h, id] : ids_) {
-    if (id.get() == &self || id->ps != self.ps || id->state == UcmaState::Idle ||
-        id->src.sin_port != htons(port))
+    if (id.get() == &self || id->child || id->ps != self.ps || id->state == UcmaState::Idle ||
+        id->src.sin_port != at.sin_port)
       continue;
-    const bool same_ip = !id->src.sin_addr.s_addr || !self.src.sin_addr.s_addr ||
-                         id->src.sin_addr.s_addr == self.src.sin_addr.s_addr;
-    // SO_REUSEADDR-like: two ids may share a port unless one of them listens.
-    if (same_ip && !(self.reuse_addr && id->reuse_addr && id->state != UcmaState::Listen)) return true;
+    if (self.reuse_addr && id->reuse_addr && id->state != UcmaState::Listen) continue;
+    if (!at.sin_addr.s_addr || !id->src.sin_addr.s_addr) return -EADDRNOTAVAIL;
+    if (at.sin_addr.s_addr == id->src.sin_addr.s_addr) return -EADDRINUSE;
   }
-  return false;
+  return 0;
 }
 
 uint16_t Ucma::ephemeral_port() {
@@ -101,14 +103,11 @@ int Ucma::bind_addr(UcmaId& id, const sockaddr* sa, size_t size) {
   const uint32_t ip = ntohl(in.sin_addr.s_addr);
   MadAgent* a = ip ? device_of(ip) : nullptr;
   if (ip && !a) return -EADDRNOTAVAIL;  // no simulated host of this process has the address
+  if (in.sin_port)
+    if (int e = port_conflict(id, in)) return e;
   id.src = in;
   id.agent = a;
-  if (!in.sin_port) {
-    do id.src.sin_port = htons(ephemeral_port());
-    while (port_in_use(id, ntohs(id.src.sin_port)));
-  } else if (port_in_use(id, ntohs(in.sin_port))) {
-    return -EADDRINUSE;
-  }
+  while (!id.src.sin_port || port_conflict(id, id.src)) id.src.sin_port = htons(ephemeral_port());
   id.state = UcmaState::AddrBound;
   return 0;
 }

@@ -116,6 +116,7 @@ void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
   UcmaId& c = *child;
   c.handle = next_handle_++;
   c.psn = first_psn(c.handle);
+  c.child = true;
   c.uid = listener.uid;
   c.ch = listener.ch;
   c.ps = listener.ps;

@@ -57,6 +57,7 @@ void Ucma::on_sidr_request(UcmaId& listener, const CmEvent& e) {
   auto child = std::make_unique<UcmaId>();
   UcmaId& c = *child;
   c.handle = next_handle_++;
+  c.child = true;
   c.uid = listener.uid;
   c.ch = listener.ch;
   c.ps = listener.ps;
