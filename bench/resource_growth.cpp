@@ -42,29 +42,6 @@ Usage usage_of(const std::string& pid) {
   return u;
 }
 
-/**
- * @brief The pid of the fabric device this process is connected to, or "" (not on a fabric):
- * the peer, named hcasim-device, of one of our Unix sockets (SO_PEERCRED). Other fabrics running
- * on the machine are not mistaken for ours.
- */
-std::string device_pid() {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return "";
-  std::string found;
-  while (dirent* e = readdir(d)) {
-    ucred peer{};
-    socklen_t len = sizeof peer;
-    if (e->d_name[0] == '.' || getsockopt(std::atoi(e->d_name), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
-        peer.pid <= 0)
-      continue;
-    std::ifstream comm("/proc/" + std::to_string(peer.pid) + "/comm");
-    std::string name;
-    if (std::getline(comm, name) && name == "hcasim-device") found = std::to_string(peer.pid);
-  }
-  closedir(d);
-  return found;
-}
-
 struct Checkpoint {
   Usage self, device;
 };
@@ -138,7 +115,7 @@ int main(int argc, char** argv) {
   }
   bench::Side a, b;
   if (!bench::open_simulated_pair(a, b, "resource_growth")) return 2;
-  const std::string dev = device_pid();
+  const std::string dev = bench::device_pid();
   const bool fabric = !dev.empty();
   std::printf("resource growth (%s)\n",
               fabric ? "on a fabric: this process and hcasim-device" : "in-process world");

@@ -8,8 +8,10 @@
  */
 #pragma once
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -33,6 +35,29 @@ inline long rss_kib(const std::string& pid = "self") {
   for (std::string line; std::getline(status, line);)
     if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
   return -1;
+}
+
+/**
+ * @brief The pid of the fabric device this process is connected to, or "" (not on a fabric):
+ * the peer, named hcasim-device, of one of our Unix sockets (SO_PEERCRED). Other fabrics running
+ * on the machine are not mistaken for ours.
+ */
+inline std::string device_pid() {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return "";
+  std::string found;
+  while (dirent* e = readdir(d)) {
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (e->d_name[0] == '.' || getsockopt(std::atoi(e->d_name), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+        peer.pid <= 0)
+      continue;
+    std::ifstream comm("/proc/" + std::to_string(peer.pid) + "/comm");
+    std::string name;
+    if (std::getline(comm, name) && name == "hcasim-device") found = std::to_string(peer.pid);
+  }
+  closedir(d);
+  return found;
 }
 
 [[noreturn]] inline void die(const char* what) {
