@@ -199,8 +199,10 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
   Cm& cm = Cm::get();
   for (;;) {
     uint64_t next = 0;
+    bool closed;
     {
       std::lock_guard<std::recursive_mutex> g(cm.mutex());
+      closed = ch.closed;
       cm.progress();
       const uint64_t now = now_ns();
       for (auto it = ch.events.begin(); it != ch.events.end(); ++it) {
@@ -219,7 +221,7 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
         return copy_out(c.response, &ev.resp, sizeof ev.resp);
       }
     }
-    if (ch.closed) {  // nothing can come any more; wait on, as the kernel's reader would
+    if (closed) {  // nothing can come any more; wait on, as the kernel's reader would
       cm.wait(100);
       continue;
     }
