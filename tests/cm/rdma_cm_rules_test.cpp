@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+// Connection-management rules as a librdmacm program meets them (through the drop-in
+// librdmacm.so.1), between two simulated hosts in one process, one thread, one event channel.
+// Each test names its source: the rdma_cm man pages, IBTA Vol 1 chapter 12, Linux's cm.c/cma.c.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <rdma/rdma_cma.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace {
+
+sockaddr_in addr(const char* ip, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  return a;
+}
+
+class RdmaCmRules : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(ch_ = rdma_create_event_channel(), nullptr);
+    ASSERT_EQ(rdma_create_id(ch_, &listener_, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in at = addr("192.0.2.2", 7471);
+    ASSERT_EQ(rdma_bind_addr(listener_, reinterpret_cast<sockaddr*>(&at)), 0);
+    ASSERT_EQ(rdma_listen(listener_, 4), 0);
+  }
+  void TearDown() override {
+    if (listener_) rdma_destroy_id(listener_);
+    rdma_destroy_event_channel(ch_);
+  }
+  /** The next event, which must be @p type; acked unless @p keep. */
+  rdma_cm_event* expect(rdma_cm_event_type type, bool keep = false) {
+    rdma_cm_event* e = nullptr;
+    EXPECT_EQ(rdma_get_cm_event(ch_, &e), 0) << strerror(errno);
+    if (!e) return nullptr;
+    EXPECT_EQ(e->event, type) << rdma_event_str(e->event) << " (status " << e->status << "), expected "
+                              << rdma_event_str(type);
+    if (!keep) rdma_ack_cm_event(e);
+    return keep ? e : nullptr;
+  }
+  /** A client id with its route to 192.0.2.2:@p port and a QP. */
+  rdma_cm_id* client(uint16_t port = 7471) {
+    rdma_cm_id* id = nullptr;
+    EXPECT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+    sockaddr_in dst = addr("192.0.2.2", port);
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+    expect(RDMA_CM_EVENT_ADDR_RESOLVED);
+    EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
+    expect(RDMA_CM_EVENT_ROUTE_RESOLVED);
+    make_qp(id);
+    return id;
+  }
+  static void make_qp(rdma_cm_id* id) {
+    ibv_qp_init_attr a{};
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 2;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    EXPECT_EQ(rdma_create_qp(id, nullptr, &a), 0) << strerror(errno);
+  }
+  /** Connect @p c; returns the passive side's id (its QP made, the request acked). */
+  rdma_cm_id* request(rdma_cm_id* c, const char* pd = nullptr, uint8_t pd_len = 0) {
+    rdma_conn_param p{};
+    p.responder_resources = p.initiator_depth = 1;
+    p.retry_count = p.rnr_retry_count = 7;
+    p.private_data = pd;
+    p.private_data_len = pd_len;
+    EXPECT_EQ(rdma_connect(c, &p), 0) << strerror(errno);
+    rdma_cm_event* e = expect(RDMA_CM_EVENT_CONNECT_REQUEST, true);
+    rdma_cm_id* s = e ? e->id : nullptr;
+    if (e) rdma_ack_cm_event(e);
+    if (s) make_qp(s);
+    return s;
+  }
+  void accept(rdma_cm_id* s) {
+    rdma_conn_param p{};
+    p.responder_resources = p.initiator_depth = 1;
+    p.rnr_retry_count = 7;
+    ASSERT_EQ(rdma_accept(s, &p), 0) << strerror(errno);
+  }
+  void close(rdma_cm_id* id) {
+    rdma_destroy_qp(id);
+    rdma_destroy_id(id);
+  }
+  rdma_event_channel* ch_ = nullptr;
+  rdma_cm_id* listener_ = nullptr;
+};
+
+// rdma_accept(3) answers a connection request once: the CM has sent its REP and is no longer in
+// REQ_RCVD (IBTA 12.9.6; Linux ib_send_cm_rep: -EINVAL in any other state).
+TEST_F(RdmaCmRules, SecondAcceptOfTheSameRequestIsEinval) {
+  rdma_cm_id* c = client();
+  rdma_cm_id* s = request(c);
+  ASSERT_NE(s, nullptr);
+  accept(s);
+  rdma_conn_param p{};
+  errno = 0;
+  EXPECT_EQ(rdma_accept(s, &p), -1);
+  EXPECT_EQ(errno, EINVAL);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  close(c);
+  close(s);
+}
+
+// rdma_reject(3): the active side gets RDMA_CM_EVENT_REJECTED with the REJ's reason, 28
+// ("consumer reject", IBTA 12.6.7 Table 103), and the passive side's private data.
+TEST_F(RdmaCmRules, RejectCarriesReason28AndPrivateData) {
+  rdma_cm_id* c = client();
+  rdma_cm_id* s = request(c);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(rdma_reject(s, "busy", 4), 0);
+  rdma_cm_event* e = expect(RDMA_CM_EVENT_REJECTED, true);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->status, 28);
+  ASSERT_GE(e->param.conn.private_data_len, 4);
+  EXPECT_EQ(std::memcmp(e->param.conn.private_data, "busy", 4), 0);
+  rdma_ack_cm_event(e);
+  close(c);
+  close(s);
+}
+
+// Private data limits: rdma_connect(3) carries at most 56 bytes on RDMA_PS_TCP (the REQ's 92,
+// IBTA 12.6.5, less rdma_cm's 36-byte header); 57 is EINVAL and nothing is sent.
+TEST_F(RdmaCmRules, ConnectPrivateDataIsAtMost56Bytes) {
+  rdma_cm_id* c = client();
+  char pd[57];
+  std::memset(pd, 'x', sizeof pd);
+  rdma_conn_param p{};
+  p.private_data = pd;
+  p.private_data_len = 57;
+  errno = 0;
+  EXPECT_EQ(rdma_connect(c, &p), -1);
+  EXPECT_EQ(errno, EINVAL);
+  rdma_cm_id* s = request(c, pd, 56);
+  ASSERT_NE(s, nullptr);
+  accept(s);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  close(c);
+  close(s);
+}
+
+// Both sides disconnect at once: the DREQs cross; each CM answers the other's DREQ with a DREP
+// and ignores the DREP for its own (IBTA 12.9.6, DREQ_SENT receiving a DREQ). Each side gets one
+// RDMA_CM_EVENT_DISCONNECTED, then RDMA_CM_EVENT_TIMEWAIT_EXIT.
+TEST_F(RdmaCmRules, BothSidesDisconnectingAtOnceGetOneDisconnectedEach) {
+  rdma_cm_id* c = client();
+  rdma_cm_id* s = request(c);
+  ASSERT_NE(s, nullptr);
+  accept(s);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_EQ(rdma_disconnect(c), 0);
+  ASSERT_EQ(rdma_disconnect(s), 0);
+  int disconnected[2] = {0, 0}, exited[2] = {0, 0};
+  for (int i = 0; i < 4; ++i) {
+    rdma_cm_event* e = nullptr;
+    ASSERT_EQ(rdma_get_cm_event(ch_, &e), 0);
+    const int side = e->id == c ? 0 : 1;
+    if (e->event == RDMA_CM_EVENT_DISCONNECTED) disconnected[side]++;
+    if (e->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) exited[side]++;
+    rdma_ack_cm_event(e);
+  }
+  EXPECT_EQ(disconnected[0], 1);
+  EXPECT_EQ(disconnected[1], 1);
+  EXPECT_EQ(exited[0], 1);
+  EXPECT_EQ(exited[1], 1);
+  close(c);
+  close(s);
+}
+
+// rdma_destroy_id(3) with events queued but not yet read: the kernel drops them with the id
+// (Linux ucma_destroy_id frees its unread events), so the channel's next event is another id's.
+TEST_F(RdmaCmRules, DestroyingAnIdDropsItsUnreadEvents) {
+  rdma_cm_id* gone = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &gone, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = addr("192.0.2.2", 7471);
+  ASSERT_EQ(rdma_resolve_addr(gone, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  ASSERT_EQ(rdma_destroy_id(gone), 0) << "its ADDR_RESOLVED unread";
+  rdma_cm_id* other = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &other, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_resolve_addr(other, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  rdma_cm_event* e = expect(RDMA_CM_EVENT_ADDR_RESOLVED, true);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->id, other);
+  rdma_ack_cm_event(e);
+  rdma_destroy_id(other);
+}
+
+}  // namespace
