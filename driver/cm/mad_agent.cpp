@@ -168,7 +168,8 @@ int MadAgent::progress(const std::function<void(const ReceivedMad&)>& on_mad) {
         on_mad(m);
         ++got;
       }
-      post_recv(uint32_t(id));
+      // A flushed buffer stays out: the QP is in ERR, and posting it again would flush it again.
+      if (wc[i].status != IBV_WC_WR_FLUSH_ERR) post_recv(uint32_t(id));
     }
   }
   return got;
