@@ -205,8 +205,8 @@ int start_private_fabric(RunRequest& r) {
 void inject_library(bool preload) {
   const std::string libdir_real = lib_dir_real();
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
-  if (preload) {
-    std::string p = libdir_real + "/libibverbs.so.1";
+  if (preload) {  // both drop-ins: a program that uses rdma_cm loads librdmacm too
+    std::string p = libdir_real + "/libibverbs.so.1:" + libdir_real + "/librdmacm.so.1";
     const char* old = std::getenv("LD_PRELOAD");
     setenv("LD_PRELOAD", old && *old ? (p + ":" + old).c_str() : p.c_str(), 1);
   } else {
