@@ -142,8 +142,11 @@ class Cm {
 
   /** @brief Take every MAD that arrived and fire due timers; true if anything happened. */
   bool progress();
-  /** @brief Let the devices run until progress() may have work, at most @p max_ms of wall time. */
-  void wait(int max_ms);
+  /**
+   * @brief Let the devices run until progress() may have work, at most @p max_ms of wall time;
+   * a readable @p also_fd (an event channel another thread queues to) ends the wait too.
+   */
+  void wait(int max_ms, int also_fd = -1);
   std::recursive_mutex& mutex() { return mu_; }
   /** @brief The MAD agent of @p dev, opened on first use; null with errno on failure. */
   MadAgent* agent(ibv_device* dev);

@@ -257,8 +257,9 @@ bool Cm::progress() {
   return fire_timers() || any;
 }
 
-void Cm::wait(int max_ms) {
+void Cm::wait(int max_ms, int also_fd) {
   std::vector<pollfd> fds;
+  if (also_fd >= 0) fds.push_back({also_fd, POLLIN, 0});
   HcaLink* link = nullptr;
   uint64_t next = 0;
   {

@@ -227,7 +227,8 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
     }
     if (fcntl(ch.fd, F_GETFL) & O_NONBLOCK) return -EAGAIN;
     const uint64_t now = now_ns();
-    cm.wait(next ? int((next > now ? next - now : 0) / 1000000) + 1 : 20);
+    // With only later events queued the channel is readable already: wait for the first of them.
+    cm.wait(next ? int((next > now ? next - now : 0) / 1000000) + 1 : 20, next ? -1 : ch.fd);
   }
 }
 
