@@ -161,6 +161,10 @@ class Cm {
   void on_dreq(MadAgent& a, const ReceivedMad& m);
   void on_drep(const ReceivedMad& m);
   void on_sidr_req(MadAgent& a, const ReceivedMad& m);
+  void on_mra(const ReceivedMad& m);
+  void send_mra(CmId& id, mad::MraedMessage what);
+  /// rdma_cm's MRA service timeout (CMA_CM_MRA_SETTING): 4.096 us * 2^24, about 69 s.
+  static constexpr uint8_t kMraServiceTimeout = 24;
   void on_sidr_rep(const ReceivedMad& m);
   bool fire_timers();
   void timed_out(CmId& id);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include <cstdio>
+
 #include "../kernel/hca_link.h"
 #include "ib_cm.h"
 
@@ -38,6 +40,7 @@ void Cm::on_mad(MadAgent& a, const ReceivedMad& m) {
     case mad::AttrId::Rej: return on_rej(m);
     case mad::AttrId::Dreq: return on_dreq(a, m);
     case mad::AttrId::Drep: return on_drep(m);
+    case mad::AttrId::Mra: return on_mra(m);
     case mad::AttrId::SidrReq: return on_sidr_req(a, m);
     case mad::AttrId::SidrRep: return on_sidr_rep(m);
     default: return;  // MRA, SIDR, LAP/APR: not handled by this CM yet
@@ -62,8 +65,10 @@ void Cm::on_req(MadAgent& a, const ReceivedMad& m) {
   if (mad::decode(m.mad, kMadBytes, req) != mad::DecodeError::Ok) return;
   for (auto& [n, id] : ids_) {
     if (id->remote_id_ != req.local_comm_id || id->remote_guid_ != req.local_ca_guid) continue;
-    // A resent REQ: our REP was lost, so send it again; anything else is already in hand.
+    // A resent REQ: our REP was lost, so send it again. Not answered yet (the program has not
+    // accepted): an MRA asks for more time, as rdma_cm's delayed MRA does (CMA_CM_MRA_SETTING).
     if (id->state_ == CmState::RepSent) a.send(id->remote_gid_, id->last_mad_);
+    if (id->state_ == CmState::ReqRcvd) send_mra(*id, mad::MraedMessage::Req);
     return;
   }
   auto l = listeners_.find({&a, req.service_id});
@@ -151,6 +156,34 @@ void Cm::on_drep(const ReceivedMad& m) {
   if (!id) return;
   enter_timewait(*id);
   emit(*id, CmEventType::DrepReceived, m.mad);
+}
+
+void Cm::send_mra(CmId& id, mad::MraedMessage what) {
+  mad::Mra mra;
+  mra.local_comm_id = id.local_id_;
+  mra.remote_comm_id = id.remote_id_;
+  mra.message_mraed = uint8_t(what);
+  mra.service_timeout = kMraServiceTimeout;
+  uint8_t out[kMadBytes];
+  mad::encode(mra, id.tid_, out);
+  id.agent_->send(id.remote_gid_, out);
+}
+
+void Cm::on_mra(const ReceivedMad& m) {
+  mad::Mra mra;
+  if (mad::decode(m.mad, kMadBytes, mra) != mad::DecodeError::Ok) return;
+  const bool req = mra.message_mraed == uint8_t(mad::MraedMessage::Req);
+  CmId* id = by_comm_id(mra.remote_comm_id, req ? CmState::ReqSent : CmState::RepSent,
+                        req ? CmState::ReqSent : CmState::RepSent);
+  if (!id) return;
+  // IBTA 12.6.6: the peer needs its service timeout more before it can answer; keep waiting.
+  id->deadline_ns_ = now_ns() + (4096ull << (mra.service_timeout & 31)) + id->timeout_ns_;
+  if (id->agent_->link().trace_on(trace::TraceKind::Note)) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "cm: comm 0x%08x: MRA received, the peer needs up to %.1f s more",
+             id->local_id_, double(4096ull << (mra.service_timeout & 31)) * 1e-9);
+    id->agent_->link().trace(trace::TraceKind::Note, trace::kTraceNone, false, 0, trace::TraceFields(), buf);
+  }
 }
 
 void Cm::on_sidr_req(MadAgent& a, const ReceivedMad& m) {

@@ -227,6 +227,27 @@ TEST_F(IbCm, ReqForAServiceNobodyListensOnIsRejectedWithInvalidServiceId) {
   EXPECT_EQ(a_.id->state(), cm::CmState::Idle);
 }
 
+// A passive side slow to accept: the resent REQ finds the request still in REQ_RCVD and gets an
+// MRA (IBTA 12.6.6, rdma_cm's delayed MRA); the active side then waits the MRA's service timeout
+// instead of giving up after its resends, and connects once the REP comes.
+TEST_F(IbCm, SlowAcceptGetsAnMraAndTheRequesterKeepsWaiting) {
+  cm::Cm& c = cm::Cm::get();
+  cm::CmId* listener = c.create_id(b_.handler());
+  ASSERT_EQ(c.listen(listener, b_.dev, kService), 0);
+  a_.id = c.create_id(a_.handler());
+  // 4.096 us * 2^10 = 4.2 ms per try and 2 resends: without the MRA it gives up after ~13 ms.
+  ASSERT_EQ(c.send_req(a_.id, a_.dev, make_req(a_, kService, 10, 2), gid_of(b_)), 0);
+  ASSERT_TRUE(run_until([&] { return b_.got(cm::CmEventType::ReqReceived); }));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(60);
+  run_until([&] { return std::chrono::steady_clock::now() > until; });  // the program dawdles
+  EXPECT_FALSE(a_.got(cm::CmEventType::ReqError)) << "the MRA asked for 69 s more";
+  EXPECT_EQ(a_.id->state(), cm::CmState::ReqSent);
+  mad::Rep rep;
+  rep.local_qpn = b_.qp->qp_num;
+  ASSERT_EQ(c.send_rep(b_.id, rep), 0);
+  ASSERT_TRUE(run_until([&] { return a_.got(cm::CmEventType::RepReceived); }));
+}
+
 TEST_F(IbCm, UnansweredReqIsResentThenFailsWithReqError) {
   cm::Cm& c = cm::Cm::get();
   a_.id = c.create_id(a_.handler());
