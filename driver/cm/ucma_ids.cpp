@@ -199,10 +199,13 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
   Cm& cm = Cm::get();
   for (;;) {
     uint64_t next = 0;
-    bool closed;
+    bool closed, nonblock;
     {
       std::lock_guard<std::recursive_mutex> g(cm.mutex());
+      // Both read under the lock: close() takes it before it closes the descriptor.
       closed = ch.closed;
+      const int flags = closed ? 0 : fcntl(ch.fd, F_GETFL);
+      nonblock = flags > 0 && (flags & O_NONBLOCK);
       cm.progress();
       const uint64_t now = now_ns();
       for (auto it = ch.events.begin(); it != ch.events.end(); ++it) {
@@ -225,7 +228,7 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
       cm.wait(100);
       continue;
     }
-    if (fcntl(ch.fd, F_GETFL) & O_NONBLOCK) return -EAGAIN;
+    if (nonblock) return -EAGAIN;
     const uint64_t now = now_ns();
     // With only later events queued the channel is readable already: wait for the first of them.
     cm.wait(next ? int((next > now ? next - now : 0) / 1000000) + 1 : 20, next ? -1 : ch.fd);
