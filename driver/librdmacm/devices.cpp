@@ -13,8 +13,11 @@
 namespace hcasim::rdmacm {
 namespace {
 
-std::recursive_mutex g_mut;         // device list, device state
-std::vector<CmaDevice*> g_devices;  // in libibverbs's order; lives for the process
+std::recursive_mutex g_mut;  // device list, device state
+// In libibverbs's order. Never destroyed (threads may still use it while the process exits), so
+// what it points to stays reachable for LeakSanitizer too.
+std::vector<CmaDevice*>& g_devices = *new std::vector<CmaDevice*>;
+ibv_device** g_list = nullptr;  ///< ibv_get_device_list's array: its devices outlive every id
 std::atomic<bool> g_ready{false};
 bool g_af_ib = false;
 thread_local bool t_probing = false;
@@ -35,7 +38,7 @@ int sync_devices() {
     d->guid = ibv_get_device_guid(list[i]);
     g_devices.push_back(d);
   }
-  // The list itself stays allocated: the ibv_device pointers must outlive every id.
+  g_list = list;  // kept: the ibv_device pointers must outlive every id
   return 0;
 }
 

@@ -149,13 +149,13 @@ void process_mc_event(CmaEvent* evt, kabi::rdma_ucm_event_resp& resp) {
 
 /// The library's work on one event. False: the event was consumed here; fetch the next one.
 bool process_event(CmaEvent* evt, kabi::rdma_ucm_event_resp& resp) {
+  // A multicast event's uid is its group, not an id: look at the id only once the type says so.
   CmaId* id_priv = evt->id_priv;
-  const bool ud = id_priv->id.qp_type == IBV_QPT_UD;
   switch (resp.event) {
     case RDMA_CM_EVENT_ADDR_RESOLVED: process_addr_resolved(evt); return true;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: process_route_resolved(evt); return true;
     case RDMA_CM_EVENT_CONNECT_REQUEST:
-      if (ud)
+      if (id_priv->id.qp_type == IBV_QPT_UD)
         copy_ud_event(evt, resp.param.ud);
       else
         copy_conn_event(evt, resp.param.conn);

@@ -11,7 +11,8 @@ namespace hcasim::rdmacm {
 namespace {
 
 std::mutex g_ids_mut;
-std::unordered_map<uint32_t, CmaId*> g_ids;  // kernel handle -> id
+std::unordered_map<uint32_t, CmaId*>& g_ids =
+    *new std::unordered_map<uint32_t, CmaId*>;  // handle -> id; never destroyed
 
 void remove_id(CmaId* id_priv) {
   std::lock_guard<std::mutex> lock(g_ids_mut);

@@ -54,6 +54,13 @@ struct Host {
     ASSERT_EQ(drv::modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
               0);
   }
+  void close() {
+    if (qp) drv::destroy_qp(qp);
+    if (mr) drv::dereg_mr(mr);
+    if (cq) drv::destroy_cq(cq);
+    if (pd) drv::dealloc_pd(pd);
+    if (ctx) drv::close_device(ctx);
+  }
   cm::CmHandler handler() {
     return [this](const cm::CmEvent& e) {
       events.push_back(e.type);
@@ -132,6 +139,11 @@ class IbCm : public ::testing::Test {
     ASSERT_GE(n, 2) << "the in-process world has two hosts by default";
     a_.open(devs_[0]);
     b_.open(devs_[1]);
+  }
+  void TearDown() override {
+    a_.close();
+    b_.close();
+    drv::free_device_list(devs_);
   }
   const uint8_t* gid_of(Host& h) { return cm::Cm::get().agent(h.dev)->gid(); }
   ibv_device** devs_ = nullptr;

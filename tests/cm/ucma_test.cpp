@@ -144,7 +144,24 @@ struct Host {
     ASSERT_NE(qp = ibv_create_qp(pd, &ia), nullptr);
     ASSERT_NE(mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE), nullptr);
   }
+  ~Host() {
+    if (qp) ibv_destroy_qp(qp);
+    if (mr) ibv_dereg_mr(mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+  }
 };
+
+/** Destroy what a UD test made on one device. */
+void destroy_all(ibv_ah* ah, ibv_qp* qp, ibv_mr* mr, ibv_cq* cq, ibv_pd* pd, ibv_context* ctx) {
+  if (ah) ibv_destroy_ah(ah);
+  if (qp) ibv_destroy_qp(qp);
+  if (mr) ibv_dereg_mr(mr);
+  if (cq) ibv_destroy_cq(cq);
+  if (pd) ibv_dealloc_pd(pd);
+  if (ctx) ibv_close_device(ctx);
+}
 
 class Ucma : public ::testing::Test {
  protected:
@@ -404,6 +421,8 @@ TEST_F(Ucma, MulticastJoinGivesTheGroupAndItsDatagramsReachEveryMember) {
   std::memcpy(mgid.raw, joined[1].param.ud.ah_attr.grh.dgid, 16);
   EXPECT_EQ(ibv_detach_mcast(qp[1], &mgid, 0), 0);
   EXPECT_EQ(ibv_detach_mcast(qp[1], &mgid, 0), EINVAL) << "not attached any more";
+  destroy_all(ah, qp[0], mr[0], cq[0], pd[0], ctx[0]);
+  destroy_all(nullptr, qp[1], mr[1], cq[1], pd[1], ctx[1]);
 }
 
 // Three hosts on a switch: the switch floods a group's frames to every other port, and each
@@ -472,6 +491,9 @@ TEST(Multicast, SwitchFloodsAndEveryMemberQpGetsACopy) {
   }
   EXPECT_EQ(got[1] + got[2] + got[3], 3);
   for (int q : {1, 2, 3}) EXPECT_STREQ(buf[q] + 40, "all of you") << "member QP " << q;
+  ibv_destroy_qp(qp[3]);
+  destroy_all(ah, qp[0], mr[0], cq[0], pd[0], ctx[0]);
+  for (int i = 1; i < 3; ++i) destroy_all(nullptr, qp[i], mr[i], cq[i], pd[i], ctx[i]);
   ibv_free_device_list(devs);
 }
 
