@@ -173,7 +173,7 @@ bool process_event(CmaEvent* evt, kabi::rdma_ucm_event_resp& resp) {
     case RDMA_CM_EVENT_MULTICAST_JOIN:
     case RDMA_CM_EVENT_MULTICAST_ERROR: process_mc_event(evt, resp); return true;
     default:  // ESTABLISHED, UNREACHABLE, CONNECT_ERROR, DEVICE_REMOVAL, ...
-      if (ud)
+      if (id_priv->id.qp_type == IBV_QPT_UD)
         copy_ud_event(evt, resp.param.ud);
       else
         copy_conn_event(evt, resp.param.conn);
