@@ -14,15 +14,6 @@ namespace hcasim::drv::cm {
 
 namespace {
 
-uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
-
-/** IBTA 12.7.38-style timeouts: 4.096 us * 2^t (t 5 bits; 31 is the largest). */
-uint64_t timeout_ns(uint8_t t) { return 4096ull << (t > 31 ? 31 : t); }
-
 void copy_pd(uint8_t* dst, size_t cap, const void* src, size_t len) {
   if (src && len) std::memcpy(dst, src, len < cap ? len : cap);
 }
@@ -85,7 +76,7 @@ void Cm::emit(CmId& id, CmEventType t, const uint8_t* mad, uint16_t reason, CmId
 }
 
 int Cm::transmit(CmId& id, bool resend_later) {
-  id.deadline_ns_ = resend_later ? now_ns() + id.timeout_ns_ : 0;
+  id.deadline_ns_ = resend_later ? cm_now_ns() + id.timeout_ns_ : 0;
   id.retries_left_ = resend_later ? id.max_retries_ : 0;
   return id.agent_->send(id.remote_gid_, id.last_mad_);
 }
@@ -142,9 +133,9 @@ int Cm::send_req(CmId* id, MadAgent* a, mad::Req req, const uint8_t dgid[16]) {
   id->service_id_ = req.service_id;
   id->tid_ = next_tid_++;
   mad::encode(req, id->tid_, id->last_mad_);
-  id->timeout_ns_ = timeout_ns(req.remote_cm_response_timeout);
+  id->timeout_ns_ = cm_timeout_ns(req.remote_cm_response_timeout);
   id->max_retries_ = req.max_cm_retries;
-  id->timewait_ns_ = timeout_ns(req.primary.local_ack_timeout);
+  id->timewait_ns_ = cm_timeout_ns(req.primary.local_ack_timeout);
   set_state(*id, CmState::ReqSent);
   return transmit(*id, true);
 }
@@ -211,7 +202,7 @@ int Cm::send_sidr_req(CmId* id, MadAgent* a, mad::SidrReq req, const uint8_t dgi
   id->service_id_ = req.service_id;
   id->tid_ = next_tid_++;
   mad::encode(req, id->tid_, id->last_mad_);
-  id->timeout_ns_ = timeout_ns(timeout);
+  id->timeout_ns_ = cm_timeout_ns(timeout);
   id->max_retries_ = retries;
   set_state(*id, CmState::SidrReqSent);
   return transmit(*id, true);

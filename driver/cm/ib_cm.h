@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,6 +26,15 @@
 namespace hcasim::drv::cm {
 
 namespace mad = hcasim::wire::mad;
+
+/** @brief Monotonic wall time in ns: the CM's timers run on it, as the kernel's do. */
+inline uint64_t cm_now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+/** @brief An IBTA timeout field (5 bits) in ns: 4.096 us * 2^t. */
+constexpr uint64_t cm_timeout_ns(uint8_t t) { return 4096ull << (t > 31 ? 31 : t); }
 
 /** @brief Connection states (IBTA 12.9.6's, as the Linux CM names them). */
 enum class CmState : uint8_t {

@@ -13,16 +13,6 @@
 
 namespace hcasim::drv::cm {
 
-namespace {
-
-uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
-
-}  // namespace
-
 CmId* Cm::by_comm_id(uint32_t id, CmState want1, CmState want2) {
   auto it = ids_.find(id);
   if (it == ids_.end()) return nullptr;
@@ -85,9 +75,9 @@ void Cm::on_req(MadAgent& a, const ReceivedMad& m) {
   id->service_id_ = req.service_id;
   id->tid_ = h.transaction_id;
   std::memcpy(id->remote_gid_, m.sgid, 16);
-  id->timeout_ns_ = 4096ull << (req.local_cm_response_timeout & 31);  // how long it waits for the RTU
+  id->timeout_ns_ = cm_timeout_ns(req.local_cm_response_timeout);  // how long it waits for the RTU
   id->max_retries_ = req.max_cm_retries;
-  id->timewait_ns_ = 4096ull << (req.primary.local_ack_timeout & 31);
+  id->timewait_ns_ = cm_timeout_ns(req.primary.local_ack_timeout);
   set_state(*id, CmState::ReqRcvd);
   emit(*id, CmEventType::ReqReceived, m.mad, 0, l->second);
 }
@@ -177,11 +167,11 @@ void Cm::on_mra(const ReceivedMad& m) {
                         req ? CmState::ReqSent : CmState::RepSent);
   if (!id) return;
   // IBTA 12.6.6: the peer needs its service timeout more before it can answer; keep waiting.
-  id->deadline_ns_ = now_ns() + (4096ull << (mra.service_timeout & 31)) + id->timeout_ns_;
+  id->deadline_ns_ = cm_now_ns() + cm_timeout_ns(mra.service_timeout) + id->timeout_ns_;
   if (id->agent_->link().trace_on(trace::TraceKind::Note)) {
     char buf[160];
     snprintf(buf, sizeof buf, "cm: comm 0x%08x: MRA received, the peer needs up to %.1f s more",
-             id->local_id_, double(4096ull << (mra.service_timeout & 31)) * 1e-9);
+             id->local_id_, double(cm_timeout_ns(mra.service_timeout)) * 1e-9);
     id->agent_->link().trace(trace::TraceKind::Note, trace::kTraceNone, false, 0, trace::TraceFields(), buf);
   }
 }
@@ -228,7 +218,7 @@ void Cm::on_sidr_rep(const ReceivedMad& m) {
 
 void Cm::enter_timewait(CmId& id) {
   set_state(id, CmState::Timewait);
-  id.deadline_ns_ = now_ns() + id.timewait_ns_;
+  id.deadline_ns_ = cm_now_ns() + id.timewait_ns_;
   id.retries_left_ = 0;
 }
 
@@ -261,7 +251,7 @@ void Cm::timed_out(CmId& id) {
 }
 
 bool Cm::fire_timers() {
-  const uint64_t now = now_ns();
+  const uint64_t now = cm_now_ns();
   std::vector<uint32_t> due;
   for (auto& [n, id] : ids_)
     if (id->deadline_ns_ && id->deadline_ns_ <= now) due.push_back(n);
@@ -307,7 +297,7 @@ void Cm::wait(int max_ms, int also_fd) {
   }
   int ms = max_ms;
   if (next) {
-    const uint64_t now = now_ns();
+    const uint64_t now = cm_now_ns();
     const int until = next <= now ? 0 : int((next - now + 999999) / 1000000);
     if (until < ms) ms = until;
   }

@@ -12,11 +12,14 @@
  */
 #pragma once
 
+#include <hcasim/hca_hw.h>
 #include <netinet/in.h>
+#include <rdma/ib_user_verbs.h>
 #include <rdma/rdma_user_cm.h>
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -109,6 +112,25 @@ struct UcmaChannel {
   /// the blocked write(2) holds the file open; it can get no event any more.
   bool closed = false;
 };
+
+constexpr size_t kCmaHdrLen = 36;          ///< rdma_cm's IP header leading a REQ's/SIDR_REQ's private data
+constexpr uint32_t kUdpQkey = 0x01234567;  ///< RDMA_UDP_QKEY: the Q_Key of rdma_cm's UD port spaces
+
+/** @brief A command's struct: its first bytes as the library sent them, zero-filled if fewer. */
+template <typename T>
+T ucma_command(const void* in, size_t len) {
+  T t{};
+  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
+  return t;
+}
+/** @brief rdma_cm's header (cma.c's struct cma_hdr): version 0, IPv4, source port, both addresses. */
+void put_cma_hdr(uint8_t* p, const sockaddr_in& src, const sockaddr_in& dst);
+/** @brief The IPv4-mapped GID of @p a's address. */
+void gid_of(const sockaddr_in& a, uint8_t gid[16]);
+/** @brief A RoCE address vector (always with a GRH, source GID index 1) toward @p peer. */
+void fill_av(const sockaddr_in& peer, uint8_t tos, uint8_t hop_limit, ib_uverbs_ah_attr& ah);
+/** @brief @p len bytes of private data into an event's connection parameters. */
+void copy_conn_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len);
 
 /**
  * @brief The first PSN of an id's QP, fixed when the id is made (Linux draws a random one then:

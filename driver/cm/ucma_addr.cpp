@@ -20,30 +20,10 @@ namespace {
 
 constexpr uint32_t kSubnet = 0xc0000200, kSubnetMask = 0xffffff00;  // 192.0.2.0/24: every host
 
-template <typename T>
-T command(const void* in, size_t len) {
-  T t{};
-  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
-  return t;
-}
-
 uint32_t ipv4_of_gid(const uint8_t* gid) {
   uint32_t be;
   std::memcpy(&be, gid + 12, 4);
   return ntohl(be);
-}
-
-void gid_of_ipv4(uint32_t ip, uint8_t gid[16]) {
-  std::memset(gid, 0, 16);
-  gid[10] = gid[11] = 0xff;
-  const uint32_t be = htonl(ip);
-  std::memcpy(gid + 12, &be, 4);
-}
-
-uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
 }
 
 /** The SA path record (IBTA 15.2.5.16, big-endian) of a RoCE path from @p sgid to @p dgid. */
@@ -113,14 +93,14 @@ int Ucma::bind_addr(UcmaId& id, const sockaddr* sa, size_t size) {
 }
 
 int Ucma::bind(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_bind>(in, len);
+  const auto c = ucma_command<rdma_ucm_bind>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   return bind_addr(*id, reinterpret_cast<const sockaddr*>(&c.addr), c.addr_size);
 }
 
 int Ucma::bind_ip(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_bind_ip>(in, len);
+  const auto c = ucma_command<rdma_ucm_bind_ip>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   return bind_addr(*id, reinterpret_cast<const sockaddr*>(&c.addr), sizeof c.addr);
@@ -140,7 +120,7 @@ int Ucma::start_resolve(UcmaId& id, const sockaddr* src, const sockaddr* dst, ui
   const uint32_t ip = ntohl(id.dst.sin_addr.s_addr);
   MadAgent* a = id.agent ? id.agent : device_of(0);
   uint8_t gid[16], mac[6];
-  gid_of_ipv4(ip, gid);
+  hw::gid_from_ipv4(ip, gid);
   if (a && (ip & 0xf0000000u) == 0xe0000000u) {  // a group: no neighbour to find (its MAC is mapped)
     id.agent = a;
     id.src.sin_addr.s_addr = htonl(ipv4_of_gid(a->gid()));
@@ -153,7 +133,7 @@ int Ucma::start_resolve(UcmaId& id, const sockaddr* src, const sockaddr* dst, ui
     return 0;
   }
   if (!a->resolve(gid, mac)) {  // nobody answers the neighbour solicitation until the timeout
-    queue(id, kAddrError, -ETIMEDOUT, now_ns() + uint64_t(timeout_ms) * 1000000);
+    queue(id, kAddrError, -ETIMEDOUT, cm_now_ns() + uint64_t(timeout_ms) * 1000000);
     return 0;
   }
   id.agent = a;
@@ -164,7 +144,7 @@ int Ucma::start_resolve(UcmaId& id, const sockaddr* src, const sockaddr* dst, ui
 }
 
 int Ucma::resolve_addr(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_resolve_addr>(in, len);
+  const auto c = ucma_command<rdma_ucm_resolve_addr>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   const sockaddr* src = c.src_size ? reinterpret_cast<const sockaddr*>(&c.src_addr) : nullptr;
@@ -172,7 +152,7 @@ int Ucma::resolve_addr(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::resolve_ip(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_resolve_ip>(in, len);
+  const auto c = ucma_command<rdma_ucm_resolve_ip>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   const sockaddr* src = c.src_addr.sin6_family ? reinterpret_cast<const sockaddr*>(&c.src_addr) : nullptr;
@@ -180,7 +160,7 @@ int Ucma::resolve_ip(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::resolve_route(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_resolve_route>(in, len);
+  const auto c = ucma_command<rdma_ucm_resolve_route>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   if (id->state != UcmaState::AddrResolved) return -EINVAL;
@@ -200,7 +180,7 @@ void Ucma::fill_addr_resp(const UcmaId& id, rdma_ucm_query_addr_resp& r) const {
 }
 
 int Ucma::query(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_query>(in, len);
+  const auto c = ucma_command<rdma_ucm_query>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !c.response) return id ? -EFAULT : -EINVAL;
   void* out = reinterpret_cast<void*>(uintptr_t(c.response));
@@ -218,7 +198,7 @@ int Ucma::query(UcmaChannel& ch, const void* in, size_t len) {
     h.num_paths = routed ? 1 : 0;
     if (routed) {
       uint8_t dgid[16];
-      gid_of_ipv4(ntohl(id->dst.sin_addr.s_addr), dgid);
+      hw::gid_from_ipv4(ntohl(id->dst.sin_addr.s_addr), dgid);
       p.flags = 1 | 4 | 8;  // IB_PATH_GMP | IB_PATH_PRIMARY | IB_PATH_BIDIRECTIONAL
       path_record(id->agent->gid(), dgid, IBV_MTU_1024, id->tos, p.path_rec);
     }
@@ -233,7 +213,7 @@ int Ucma::query(UcmaChannel& ch, const void* in, size_t len) {
     s.sib_family = d.sib_family = AF_IB;
     s.sib_pkey = d.sib_pkey = 0xffff;
     if (id->agent) std::memcpy(&s.sib_addr, id->agent->gid(), 16);
-    gid_of_ipv4(ntohl(id->dst.sin_addr.s_addr), reinterpret_cast<uint8_t*>(&d.sib_addr));
+    hw::gid_from_ipv4(ntohl(id->dst.sin_addr.s_addr), reinterpret_cast<uint8_t*>(&d.sib_addr));
     r.src_size = r.dst_size = sizeof(sockaddr_ib);
     std::memcpy(&r.src_addr, &s, sizeof s);
     std::memcpy(&r.dst_addr, &d, sizeof d);
@@ -244,7 +224,7 @@ int Ucma::query(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::query_route(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_query>(in, len);
+  const auto c = ucma_command<rdma_ucm_query>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !c.response) return id ? -EFAULT : -EINVAL;
   rdma_ucm_query_route_resp r{};
@@ -256,7 +236,7 @@ int Ucma::query_route(UcmaChannel& ch, const void* in, size_t len) {
     r.num_paths = 1;
     ib_user_path_rec& p = r.ib_route[0];
     std::memcpy(p.sgid, id->agent->gid(), 16);
-    gid_of_ipv4(ntohl(id->dst.sin_addr.s_addr), p.dgid);
+    hw::gid_from_ipv4(ntohl(id->dst.sin_addr.s_addr), p.dgid);
     p.reversible = 1;
     p.mtu = IBV_MTU_1024;
     p.pkey = 0xffff;

@@ -14,42 +14,29 @@ namespace hcasim::drv::cm {
 
 namespace {
 
-constexpr size_t kCmaHdr = 36;               ///< rdma_cm's IP header in a REQ's private data
 constexpr uint8_t kCmResponseTimeout = 20;   ///< CMA_CM_RESPONSE_TIMEOUT: 4.096 us * 2^20, 4.3 s
 constexpr uint8_t kMaxCmRetries = 15;        ///< CMA_MAX_CM_RETRIES
 constexpr uint8_t kRocePacketLifetime = 16;  ///< CMA_IBOE_PACKET_LIFETIME
 constexpr uint8_t kPathMtu = IBV_MTU_1024;
 
-template <typename T>
-T command(const void* in, size_t len) {
-  T t{};
-  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
-  return t;
-}
-
 uint64_t service_id(uint16_t ps, const sockaddr_in& a) { return (uint64_t(ps) << 16) + ntohs(a.sin_port); }
 
-void gid_of(const sockaddr_in& a, uint8_t gid[16]) {
-  std::memset(gid, 0, 16);
-  gid[10] = gid[11] = 0xff;
-  std::memcpy(gid + 12, &a.sin_addr.s_addr, 4);
-}
+}  // namespace
 
-/** rdma_cm's header (cma.c's struct cma_hdr): version 0, IPv4, source port, both addresses. */
+void gid_of(const sockaddr_in& a, uint8_t gid[16]) { hw::gid_from_ipv4(ntohl(a.sin_addr.s_addr), gid); }
+
 void put_cma_hdr(uint8_t* p, const sockaddr_in& src, const sockaddr_in& dst) {
-  std::memset(p, 0, kCmaHdr);
+  std::memset(p, 0, kCmaHdrLen);
   p[1] = 4 << 4;
   std::memcpy(p + 2, &src.sin_port, 2);
   std::memcpy(p + 4 + 12, &src.sin_addr.s_addr, 4);
   std::memcpy(p + 20 + 12, &dst.sin_addr.s_addr, 4);
 }
 
-void copy_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len) {
+void copy_conn_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len) {
   std::memcpy(c.private_data, pd, len);
   c.private_data_len = uint8_t(len);
 }
-
-}  // namespace
 
 CmHandler Ucma::handler_for(uint32_t handle) {
   return [this, handle](const CmEvent& e) {
@@ -67,7 +54,7 @@ CmHandler Ucma::handler_for(uint32_t handle) {
 }
 
 int Ucma::listen(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_listen>(in, len);
+  const auto c = ucma_command<rdma_ucm_listen>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   if (id->state == UcmaState::Idle) {
@@ -137,7 +124,7 @@ void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
   UcmaEvent& ev = queue_event(c, kConnectRequest, 0);
   ev.credit = listener.handle;  // counted against the listener (ucma_get_event)
   rdma_ucm_conn_param& p = ev.resp.param.conn;
-  copy_pd(p, req.private_data + kCmaHdr, sizeof req.private_data - kCmaHdr);
+  copy_conn_pd(p, req.private_data + kCmaHdrLen, sizeof req.private_data - kCmaHdrLen);
   p.qp_num = req.local_qpn;
   p.responder_resources = req.responder_resources;
   p.initiator_depth = req.initiator_depth;
@@ -148,13 +135,13 @@ void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
 }
 
 int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_connect>(in, len);
+  const auto c = ucma_command<rdma_ucm_connect>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   const rdma_ucm_conn_param& cp = c.conn_param;
   if (id->state != UcmaState::RouteResolved) return -EINVAL;
   if (id->qp_type == IBV_QPT_UD) return connect_ud(*id, cp);
-  if (cp.private_data_len > mad::kReqPrivateDataSize - kCmaHdr) return -EINVAL;
+  if (cp.private_data_len > mad::kReqPrivateDataSize - kCmaHdrLen) return -EINVAL;
   id->qpn = cp.qp_num;
   id->responder_resources = cp.responder_resources;
   id->initiator_depth = cp.initiator_depth;
@@ -181,7 +168,7 @@ int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
   r.primary.packet_rate = 16;
   r.primary.local_ack_timeout = kRocePacketLifetime + 1;
   put_cma_hdr(r.private_data, id->src, id->dst);
-  std::memcpy(r.private_data + kCmaHdr, cp.private_data, cp.private_data_len);
+  std::memcpy(r.private_data + kCmaHdrLen, cp.private_data, cp.private_data_len);
   uint8_t dgid[16];
   gid_of(id->dst, dgid);
   id->cm = Cm::get().create_id(handler_for(id->handle));
@@ -190,7 +177,7 @@ int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::accept(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_accept>(in, len);
+  const auto c = ucma_command<rdma_ucm_accept>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !id->cm) return -EINVAL;
   Cm& cm = Cm::get();
@@ -218,7 +205,7 @@ int Ucma::accept(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::reject(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_reject>(in, len);
+  const auto c = ucma_command<rdma_ucm_reject>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !id->cm || c.private_data_len > mad::kRejPrivateDataSize) return -EINVAL;
   if (id->qp_type == IBV_QPT_UD) {  // a refused resolution (cma_send_sidr_rep: IB_SIDR_REJECT)
@@ -232,7 +219,7 @@ int Ucma::reject(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::disconnect(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_disconnect>(in, len);
+  const auto c = ucma_command<rdma_ucm_disconnect>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !id->cm) return -EINVAL;
   const CmState s = id->cm->state();
@@ -243,7 +230,7 @@ int Ucma::disconnect(UcmaChannel& ch, const void* in, size_t len) {
 }
 
 int Ucma::notify(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_notify>(in, len);
+  const auto c = ucma_command<rdma_ucm_notify>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !id->cm) return -EINVAL;
   if (c.event != IBV_EVENT_COMM_EST) return -EINVAL;  // the only event rdma_notify(3) takes

@@ -11,33 +11,15 @@
 
 namespace hcasim::drv::cm {
 
-namespace {
-
-template <typename T>
-T command(const void* in, size_t len) {
-  T t{};
-  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
-  return t;
-}
-
-void copy_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len) {
-  std::memcpy(c.private_data, pd, len);
-  c.private_data_len = uint8_t(len);
-}
-
-/** RTR's address vector: RoCE always carries a GRH (sgid index 1: the IPv4-mapped GID). */
-void rtr_av(const UcmaId& id, ib_uverbs_ah_attr& ah) {
-  std::memset(ah.grh.dgid, 0, 16);
-  ah.grh.dgid[10] = ah.grh.dgid[11] = 0xff;
-  std::memcpy(ah.grh.dgid + 12, &id.dst.sin_addr.s_addr, 4);
+void fill_av(const sockaddr_in& peer, uint8_t tos, uint8_t hop_limit, ib_uverbs_ah_attr& ah) {
+  std::memset(&ah, 0, sizeof ah);
+  gid_of(peer, ah.grh.dgid);
   ah.grh.sgid_index = kCmGidIndex;
-  ah.grh.hop_limit = 64;
-  ah.grh.traffic_class = id.tos;
+  ah.grh.hop_limit = hop_limit;
+  ah.grh.traffic_class = tos;
   ah.is_global = 1;
   ah.port_num = 1;
 }
-
-}  // namespace
 
 void Ucma::on_cm_event(UcmaId& id, const CmEvent& e) {
   switch (e.type) {
@@ -50,7 +32,7 @@ void Ucma::on_cm_event(UcmaId& id, const CmEvent& e) {
       if (rep.initiator_depth < id.responder_resources) id.responder_resources = rep.initiator_depth;
       if (rep.responder_resources < id.initiator_depth) id.initiator_depth = rep.responder_resources;
       rdma_ucm_conn_param& p = queue_event(id, kConnectResponse, 0).resp.param.conn;
-      copy_pd(p, rep.private_data, sizeof rep.private_data);
+      copy_conn_pd(p, rep.private_data, sizeof rep.private_data);
       p.qp_num = rep.local_qpn;
       p.responder_resources = rep.responder_resources;
       p.initiator_depth = rep.initiator_depth;
@@ -65,7 +47,7 @@ void Ucma::on_cm_event(UcmaId& id, const CmEvent& e) {
       if (mad::decode(e.mad, kMadBytes, rej) != mad::DecodeError::Ok) return;
       id.state = UcmaState::RouteResolved;
       rdma_ucm_conn_param& p = queue_event(id, kRejected, e.reason).resp.param.conn;
-      copy_pd(p, rej.private_data, sizeof rej.private_data);
+      copy_conn_pd(p, rej.private_data, sizeof rej.private_data);
       return;
     }
     case CmEventType::ReqError:
@@ -82,7 +64,7 @@ void Ucma::on_cm_event(UcmaId& id, const CmEvent& e) {
 }
 
 int Ucma::init_qp_attr(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_init_qp_attr>(in, len);
+  const auto c = ucma_command<rdma_ucm_init_qp_attr>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id || !c.response) return id ? -EFAULT : -EINVAL;
   ib_uverbs_qp_attr a{};
@@ -93,7 +75,7 @@ int Ucma::init_qp_attr(UcmaChannel& ch, const void* in, size_t len) {
     case IBV_QPS_INIT:
       a.qp_attr_mask =
           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
-      a.qkey = 0x01234567;  // RDMA_UDP_QKEY
+      a.qkey = kUdpQkey;
       // Before a connection exists, no remote access (cma_ib_init_qp_attr); after, what the
       // peer may do (cm_init_qp_init_attr): write always, read and atomics if it may issue them.
       if (id->cm)
@@ -113,7 +95,7 @@ int Ucma::init_qp_attr(UcmaChannel& ch, const void* in, size_t len) {
       a.rq_psn = id->remote_psn;
       a.max_dest_rd_atomic = id->responder_resources;
       a.min_rnr_timer = 0;  // as the Linux CM sets it
-      rtr_av(*id, a.ah_attr);
+      fill_av(id->dst, id->tos, 64, a.ah_attr);
       break;
     case IBV_QPS_RTS:
       a.qp_attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN;

@@ -14,20 +14,6 @@ namespace hcasim::drv::cm {
 
 namespace {
 
-uint64_t now_ns() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
-
-/** The command's struct: its first @p want bytes, zero-filled if the library sent fewer. */
-template <typename T>
-T command(const void* in, size_t len) {
-  T t{};
-  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
-  return t;
-}
-
 int copy_out(uint64_t response, const void* what, size_t len) {
   if (!response) return -EFAULT;
   std::memcpy(reinterpret_cast<void*>(uintptr_t(response)), what, len);
@@ -104,7 +90,7 @@ UcmaId* Ucma::find(uint32_t handle, UcmaChannel* ch) {
 }
 
 int Ucma::create_id(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_create_id>(in, len);
+  const auto c = ucma_command<rdma_ucm_create_id>(in, len);
   if (c.ps != RDMA_PS_TCP && c.ps != RDMA_PS_UDP && c.ps != RDMA_PS_IB && c.ps != RDMA_PS_IPOIB)
     return -EINVAL;
   auto id = std::make_unique<UcmaId>();
@@ -142,7 +128,7 @@ void Ucma::forget(UcmaId& id) {
 }
 
 int Ucma::destroy_id(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_destroy_id>(in, len);
+  const auto c = ucma_command<rdma_ucm_destroy_id>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   const rdma_ucm_destroy_id_resp r{id->events_reported};
@@ -152,7 +138,7 @@ int Ucma::destroy_id(UcmaChannel& ch, const void* in, size_t len) {
 
 int Ucma::migrate_id(UcmaChannel& ch, const void* in, size_t len) {
   // Written to the channel the id moves to; fd names the channel it is on now (ucma_migrate_id).
-  const auto c = command<rdma_ucm_migrate_id>(in, len);
+  const auto c = ucma_command<rdma_ucm_migrate_id>(in, len);
   auto from_it = channels_.find(int(c.fd));
   if (from_it == channels_.end()) return -EBADF;
   UcmaChannel* from = from_it->second.get();
@@ -195,7 +181,7 @@ void Ucma::queue(UcmaId& id, uint32_t event, int status, uint64_t due_ns) {
 }
 
 int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_get_event>(in, len);
+  const auto c = ucma_command<rdma_ucm_get_event>(in, len);
   Cm& cm = Cm::get();
   for (;;) {
     uint64_t next = 0;
@@ -207,7 +193,7 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
       const int flags = closed ? 0 : fcntl(ch.fd, F_GETFL);
       nonblock = flags > 0 && (flags & O_NONBLOCK);
       cm.progress();
-      const uint64_t now = now_ns();
+      const uint64_t now = cm_now_ns();
       for (auto it = ch.events.begin(); it != ch.events.end(); ++it) {
         if (it->due_ns > now) {
           next = next && next < it->due_ns ? next : it->due_ns;
@@ -229,14 +215,14 @@ int Ucma::get_event(UcmaChannel& ch, const void* in, size_t len) {
       continue;
     }
     if (nonblock) return -EAGAIN;
-    const uint64_t now = now_ns();
+    const uint64_t now = cm_now_ns();
     // With only later events queued the channel is readable already: wait for the first of them.
     cm.wait(next ? int((next > now ? next - now : 0) / 1000000) + 1 : 20, next ? -1 : ch.fd);
   }
 }
 
 int Ucma::set_option(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_set_option>(in, len);
+  const auto c = ucma_command<rdma_ucm_set_option>(in, len);
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   if (c.level != RDMA_OPTION_ID) return -ENOSYS;  // RDMA_OPTION_IB_PATH: no subnet administrator here

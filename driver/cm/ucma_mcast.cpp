@@ -13,19 +13,6 @@
 
 namespace hcasim::drv::cm {
 
-namespace {
-
-template <typename T>
-T command(const void* in, size_t len) {
-  T t{};
-  std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
-  return t;
-}
-
-constexpr uint32_t kUdpQkey = 0x01234567;  ///< RDMA_UDP_QKEY
-
-}  // namespace
-
 int Ucma::join(UcmaChannel& ch, uint32_t handle, uint64_t uid, const sockaddr* addr, uint64_t response) {
   UcmaId* id = find(handle, &ch);
   if (!id || !response) return id ? -EFAULT : -EINVAL;
@@ -48,29 +35,23 @@ int Ucma::join(UcmaChannel& ch, uint32_t handle, uint64_t uid, const sockaddr* a
   rdma_ucm_ud_param& p = ev.resp.param.ud;
   p.qp_num = 0xffffff;
   p.qkey = kUdpQkey;
-  p.ah_attr.grh.dgid[10] = p.ah_attr.grh.dgid[11] = 0xff;
-  std::memcpy(p.ah_attr.grh.dgid + 12, &group.sin_addr.s_addr, 4);
-  p.ah_attr.grh.sgid_index = kCmGidIndex;
-  p.ah_attr.grh.hop_limit = 1;  // link-local scope, as the kernel sends IPv4-mapped groups
-  p.ah_attr.grh.traffic_class = id->tos;
-  p.ah_attr.is_global = 1;
-  p.ah_attr.port_num = 1;
+  fill_av(group, id->tos, 1, p.ah_attr);  // hop limit 1: link-local scope, as the kernel sends groups
   return 0;
 }
 
 int Ucma::join_mcast(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_join_mcast>(in, len);
+  const auto c = ucma_command<rdma_ucm_join_mcast>(in, len);
   if (c.join_flags > RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) return -EINVAL;
   return join(ch, c.id, c.uid, reinterpret_cast<const sockaddr*>(&c.addr), c.response);
 }
 
 int Ucma::join_ip_mcast(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_join_ip_mcast>(in, len);
+  const auto c = ucma_command<rdma_ucm_join_ip_mcast>(in, len);
   return join(ch, c.id, c.uid, reinterpret_cast<const sockaddr*>(&c.addr), c.response);
 }
 
 int Ucma::leave_mcast(UcmaChannel& ch, const void* in, size_t len) {
-  const auto c = command<rdma_ucm_destroy_id>(in, len);
+  const auto c = ucma_command<rdma_ucm_destroy_id>(in, len);
   auto it = mcs_.find(c.id);
   if (it == mcs_.end() || !find(it->second.id, &ch)) return -ENOENT;
   const rdma_ucm_destroy_id_resp r{it->second.events_reported};

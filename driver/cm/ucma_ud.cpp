@@ -12,39 +12,15 @@
 
 namespace hcasim::drv::cm {
 
-namespace {
-
-constexpr size_t kCmaHdr = 36;
-constexpr uint32_t kUdpQkey = 0x01234567;  ///< RDMA_UDP_QKEY: the port spaces' UD Q_Key
-
-/** The address vector toward @p peer (an IPv4 address in network order): RoCE, so a GRH. */
-void ah_toward(uint32_t peer_be, uint8_t tos, ib_uverbs_ah_attr& ah) {
-  std::memset(&ah, 0, sizeof ah);
-  ah.grh.dgid[10] = ah.grh.dgid[11] = 0xff;
-  std::memcpy(ah.grh.dgid + 12, &peer_be, 4);
-  ah.grh.sgid_index = kCmGidIndex;
-  ah.grh.hop_limit = 64;
-  ah.grh.traffic_class = tos;
-  ah.is_global = 1;
-  ah.port_num = 1;
-}
-
-}  // namespace
-
 int Ucma::connect_ud(UcmaId& id, const rdma_ucm_conn_param& cp) {
-  if (cp.private_data_len > mad::kSidrReqPrivateDataSize - kCmaHdr) return -EINVAL;
+  if (cp.private_data_len > mad::kSidrReqPrivateDataSize - kCmaHdrLen) return -EINVAL;
   mad::SidrReq r;
   r.partition_key = 0xffff;
   r.service_id = (uint64_t(id.ps) << 16) + ntohs(id.dst.sin_port);
-  std::memset(r.private_data, 0, kCmaHdr);
-  r.private_data[1] = 4 << 4;
-  std::memcpy(r.private_data + 2, &id.src.sin_port, 2);
-  std::memcpy(r.private_data + 4 + 12, &id.src.sin_addr.s_addr, 4);
-  std::memcpy(r.private_data + 20 + 12, &id.dst.sin_addr.s_addr, 4);
-  std::memcpy(r.private_data + kCmaHdr, cp.private_data, cp.private_data_len);
-  uint8_t dgid[16] = {};
-  dgid[10] = dgid[11] = 0xff;
-  std::memcpy(dgid + 12, &id.dst.sin_addr.s_addr, 4);
+  put_cma_hdr(r.private_data, id.src, id.dst);
+  std::memcpy(r.private_data + kCmaHdrLen, cp.private_data, cp.private_data_len);
+  uint8_t dgid[16];
+  gid_of(id.dst, dgid);
   id.cm = Cm::get().create_id(handler_for(id.handle));
   id.state = UcmaState::Connect;
   // CMA_CM_RESPONSE_TIMEOUT (20: 4.3 s) and CMA_MAX_CM_RETRIES (15), as for a REQ.
@@ -75,9 +51,9 @@ void Ucma::on_sidr_request(UcmaId& listener, const CmEvent& e) {
   UcmaEvent& ev = queue_event(c, kConnectRequest, 0);
   ev.credit = listener.handle;
   rdma_ucm_ud_param& p = ev.resp.param.ud;
-  std::memcpy(p.private_data, req.private_data + kCmaHdr, sizeof req.private_data - kCmaHdr);
-  p.private_data_len = uint8_t(sizeof req.private_data - kCmaHdr);
-  ah_toward(c.dst.sin_addr.s_addr, c.tos, p.ah_attr);
+  std::memcpy(p.private_data, req.private_data + kCmaHdrLen, sizeof req.private_data - kCmaHdrLen);
+  p.private_data_len = uint8_t(sizeof req.private_data - kCmaHdrLen);
+  fill_av(c.dst, c.tos, 64, p.ah_attr);
 }
 
 int Ucma::accept_ud(UcmaId& id, const rdma_ucm_conn_param& cp) {
@@ -101,7 +77,7 @@ void Ucma::on_sidr_reply(UcmaId& id, const CmEvent& e) {
   rdma_ucm_ud_param& p = queue_event(id, kEstablished, 0).resp.param.ud;
   p.qp_num = rep.qpn;
   p.qkey = rep.qkey;
-  ah_toward(id.dst.sin_addr.s_addr, id.tos, p.ah_attr);
+  fill_av(id.dst, id.tos, 64, p.ah_attr);
   std::memcpy(p.private_data, rep.private_data, sizeof rep.private_data);
   p.private_data_len = uint8_t(sizeof rep.private_data);
 }

@@ -27,11 +27,12 @@ HcaCore::HcaCore(const TimingProfile& p, Tracer& t, const HcaIdentity& ident)
 bool FrameBuilder::address(const hw::PathDesc& path, uint32_t src_qpn, uint32_t dst_qpn,
                            wire::Headers& h) const {
   const uint8_t* sgid = id_.gid[path.sgid_index < hw::kGidTableLen ? path.sgid_index : 1];
-  // A multicast group has no neighbour: its frames go to the group's MAC (IBTA A17.4.5).
-  if (hw::is_multicast_gid(path.dgid))
+  // A multicast group has no neighbour: its frames go to the group's MAC (IBTA A17.4.5). Asked
+  // only when the neighbour table fails, so a unicast packet pays no extra check.
+  if (!resolve_ || !resolve_(path.dgid, h.dst_mac)) {
+    if (!hw::is_multicast_gid(path.dgid)) return false;
     hw::multicast_mac(path.dgid, h.dst_mac);
-  else if (!resolve_ || !resolve_(path.dgid, h.dst_mac))
-    return false;
+  }
   std::memcpy(h.src_mac, id_.mac, 6);
   wire::set_l3_from_gids(h, sgid, path.dgid);
   h.ttl = path.hop_limit ? path.hop_limit : 64;
