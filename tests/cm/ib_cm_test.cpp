@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "hcasim/sim_control.h"
 #include "ib_cm.h"
 #include "verbs_core.h"
 
@@ -258,6 +259,26 @@ TEST_F(IbCm, SlowAcceptGetsAnMraAndTheRequesterKeepsWaiting) {
   rep.local_qpn = b_.qp->qp_num;
   ASSERT_EQ(c.send_rep(b_.id, rep), 0);
   ASSERT_TRUE(run_until([&] { return a_.got(cm::CmEventType::RepReceived); }));
+}
+
+// A lost REP is sent again (IBTA 12.9.6): the passive CM resends it when its response timeout
+// passes, and answers the requester's resent REQ with the same REP (Linux cm_dup_req_handler);
+// here both happen, 4 ms apart. The connection completes and the listener sees one request.
+TEST_F(IbCm, LostRepIsSentAgain) {
+  cm::Cm& c = cm::Cm::get();
+  cm::CmId* listener = c.create_id(b_.handler());
+  ASSERT_EQ(c.listen(listener, b_.dev, kService), 0);
+  a_.id = c.create_id(a_.handler());
+  ASSERT_EQ(c.send_req(a_.id, a_.dev, make_req(a_, kService, 10, 3), gid_of(b_)), 0);
+  ASSERT_TRUE(run_until([&] { return b_.got(cm::CmEventType::ReqReceived); }));
+  ASSERT_EQ(hcasim_sim_drop_rx("hcasim0", 1, 0xffffffff, 1), 0) << "the next MAD hcasim0's QP1 gets is lost";
+  mad::Rep rep;
+  rep.local_qpn = b_.qp->qp_num;
+  ASSERT_EQ(c.send_rep(b_.id, rep), 0);
+  ASSERT_TRUE(
+      run_until([&] { return a_.got(cm::CmEventType::RepReceived) || a_.got(cm::CmEventType::ReqError); }));
+  EXPECT_TRUE(a_.got(cm::CmEventType::RepReceived)) << "the REP sent again for the resent REQ";
+  EXPECT_EQ(b_.reasons.size(), 1u) << "the duplicate REQ made no second request event";
 }
 
 TEST_F(IbCm, UnansweredReqIsResentThenFailsWithReqError) {
