@@ -131,6 +131,7 @@ int Cm::send_req(CmId* id, MadAgent* a, mad::Req req, const uint8_t dgid[16]) {
   std::memcpy(req.primary.local_gid, a->gid(), 16);
   std::memcpy(req.primary.remote_gid, dgid, 16);
   id->service_id_ = req.service_id;
+  id->xrc_ = mad::is_xrc(req);
   id->tid_ = next_tid_++;
   mad::encode(req, id->tid_, id->last_mad_);
   id->timeout_ns_ = cm_timeout_ns(req.remote_cm_response_timeout);

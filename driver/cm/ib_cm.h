@@ -96,6 +96,8 @@ class CmId {
   MadAgent* agent() const { return agent_; }
   const uint8_t* remote_gid() const { return remote_gid_; }
   uint64_t service_id() const { return service_id_; }
+  /** @brief The peer's QP: the REQ's or REP's local QPN (an XRC REP names its TGT QP as EECN). */
+  uint32_t remote_qpn() const { return remote_qpn_; }
   void* context = nullptr;  ///< the owner's
 
  private:
@@ -109,6 +111,7 @@ class CmId {
   uint8_t last_mad_[kMadBytes] = {};  ///< resent when the timer fires
   uint64_t deadline_ns_ = 0, timeout_ns_ = 0, timewait_ns_ = 0;
   uint32_t retries_left_ = 0, max_retries_ = 0;
+  bool xrc_ = false;  ///< an XRC connection (the REQ said so)
 };
 
 /** @brief The process's CM. */

@@ -72,6 +72,7 @@ void Cm::on_req(MadAgent& a, const ReceivedMad& m) {
   id->remote_id_ = req.local_comm_id;
   id->remote_guid_ = req.local_ca_guid;
   id->remote_qpn_ = req.local_qpn;
+  id->xrc_ = mad::is_xrc(req);
   id->service_id_ = req.service_id;
   id->tid_ = h.transaction_id;
   std::memcpy(id->remote_gid_, m.sgid, 16);
@@ -92,7 +93,8 @@ void Cm::on_rep(const ReceivedMad& m) {
     return;
   }
   id->remote_id_ = rep.local_comm_id;
-  id->remote_qpn_ = rep.local_qpn;
+  // An XRC target answers with its QP in the EECN field (cm.c: cm_rep_get_qpn).
+  id->remote_qpn_ = id->xrc_ ? rep.local_eecn : rep.local_qpn;
   id->remote_guid_ = rep.local_ca_guid;
   id->deadline_ns_ = 0;
   set_state(*id, CmState::RepRcvd);

@@ -21,6 +21,13 @@ constexpr uint8_t kPathMtu = IBV_MTU_1024;
 
 uint64_t service_id(uint16_t ps, const sockaddr_in& a) { return (uint64_t(ps) << 16) + ntohs(a.sin_port); }
 
+/** The QP type a REQ asks the passive side for (cm_msgs.h: cm_req_get_qp_type); 0 if none. */
+uint8_t req_qp_type(const mad::Req& r) {
+  if (mad::is_xrc(r)) return IBV_QPT_XRC_RECV;
+  if (r.transport_service_type == mad::kTransportRc) return IBV_QPT_RC;
+  return r.transport_service_type == mad::kTransportUc ? IBV_QPT_UC : 0;
+}
+
 }  // namespace
 
 void gid_of(const sockaddr_in& a, uint8_t gid[16]) { hw::gid_from_ipv4(ntohl(a.sin_addr.s_addr), gid); }
@@ -99,6 +106,11 @@ void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
   // A listener bound to one address takes only requests for that address.
   if (listener.src.sin_addr.s_addr && listener.src.sin_addr.s_addr != to.sin_addr.s_addr)
     return (void)Cm::get().send_rej(e.id, mad::RejReason::InvalidServiceId, nullptr, 0);
+  // The new id takes the REQ's QP type; a listener of another type refuses it (cma.c:
+  // cma_ib_check_req_qp_type, then the CM rejects for its consumer).
+  const uint8_t type = req_qp_type(req);
+  if (!type || (listener.qp_type && listener.qp_type != type))
+    return (void)Cm::get().send_rej(e.id, mad::RejReason::ConsumerReject, nullptr, 0);
   auto child = std::make_unique<UcmaId>();
   UcmaId& c = *child;
   c.handle = next_handle_++;
@@ -107,7 +119,7 @@ void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
   c.uid = listener.uid;
   c.ch = listener.ch;
   c.ps = listener.ps;
-  c.qp_type = listener.qp_type;
+  c.qp_type = type;
   c.state = UcmaState::Connect;
   c.src = to;
   c.dst = from;
@@ -151,13 +163,18 @@ int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
   r.service_id = service_id(id->ps, id->dst);
   r.local_qpn = cp.qp_num;
   r.starting_psn = id->psn;
-  r.responder_resources = cp.responder_resources;
   r.initiator_depth = cp.initiator_depth;
   r.end_to_end_flow_control = cp.flow_control;
-  r.retry_count = cp.retry_count;
-  r.rnr_retry_count = cp.rnr_retry_count;
-  r.srq = cp.srq;
-  r.transport_service_type = id->qp_type == IBV_QPT_UC ? mad::kTransportUc : mad::kTransportRc;
+  if (id->qp_type == IBV_QPT_XRC_SEND) {  // an initiator has no responder or SRQ (cm_format_req)
+    r.transport_service_type = mad::kTransportExtended;
+    r.extended_transport_type = mad::kExtendedTransportXrc;
+  } else {
+    r.transport_service_type = id->qp_type == IBV_QPT_UC ? mad::kTransportUc : mad::kTransportRc;
+    r.responder_resources = cp.responder_resources;
+    r.retry_count = cp.retry_count;
+    r.rnr_retry_count = cp.rnr_retry_count;
+    r.srq = cp.srq;
+  }
   r.remote_cm_response_timeout = r.local_cm_response_timeout = kCmResponseTimeout;
   r.max_cm_retries = kMaxCmRetries;
   r.partition_key = 0xffff;
@@ -192,14 +209,19 @@ int Ucma::accept(UcmaChannel& ch, const void* in, size_t len) {
   id->responder_resources = cp.responder_resources;
   id->initiator_depth = cp.initiator_depth;
   mad::Rep r;
-  r.local_qpn = cp.qp_num;
   r.starting_psn = id->psn;
   r.responder_resources = cp.responder_resources;
-  r.initiator_depth = cp.initiator_depth;
   r.target_ack_delay = 0;
-  r.end_to_end_flow_control = cp.flow_control;
   r.rnr_retry_count = cp.rnr_retry_count;
-  r.srq = cp.srq;
+  if (id->qp_type == IBV_QPT_XRC_RECV) {  // a target names its QP as EECN, on an SRQ (cm_format_rep)
+    r.local_eecn = cp.qp_num;
+    r.srq = true;
+  } else {
+    r.local_qpn = cp.qp_num;
+    r.initiator_depth = cp.initiator_depth;
+    r.end_to_end_flow_control = cp.flow_control;
+    r.srq = cp.srq;
+  }
   std::memcpy(r.private_data, cp.private_data, cp.private_data_len);
   return -cm.send_rep(id->cm, r);
 }

@@ -26,14 +26,14 @@ void Ucma::on_cm_event(UcmaId& id, const CmEvent& e) {
     case CmEventType::RepReceived: {
       mad::Rep rep;
       if (mad::decode(e.mad, kMadBytes, rep) != mad::DecodeError::Ok) return;
-      id.remote_qpn = rep.local_qpn;
+      id.remote_qpn = e.id->remote_qpn();
       id.remote_psn = rep.starting_psn;
       // What each side may have outstanding toward the other (cm.c: cm_rep_handler).
       if (rep.initiator_depth < id.responder_resources) id.responder_resources = rep.initiator_depth;
       if (rep.responder_resources < id.initiator_depth) id.initiator_depth = rep.responder_resources;
       rdma_ucm_conn_param& p = queue_event(id, kConnectResponse, 0).resp.param.conn;
       copy_conn_pd(p, rep.private_data, sizeof rep.private_data);
-      p.qp_num = rep.local_qpn;
+      p.qp_num = e.id->remote_qpn();
       p.responder_resources = rep.responder_resources;
       p.initiator_depth = rep.initiator_depth;
       p.flow_control = rep.end_to_end_flow_control;
@@ -89,7 +89,9 @@ int Ucma::init_qp_attr(UcmaChannel& ch, const void* in, size_t len) {
       }
       if (!id->cm) return -EINVAL;
       a.qp_attr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-      if (id->qp_type == IBV_QPT_RC) a.qp_attr_mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+      // Types with a responder (cm.c: cm_init_qp_rtr_attr).
+      if (id->qp_type == IBV_QPT_RC || id->qp_type == IBV_QPT_XRC_RECV)
+        a.qp_attr_mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
       a.path_mtu = IBV_MTU_1024;
       a.dest_qp_num = id->remote_qpn;
       a.rq_psn = id->remote_psn;
@@ -100,13 +102,19 @@ int Ucma::init_qp_attr(UcmaChannel& ch, const void* in, size_t len) {
     case IBV_QPS_RTS:
       a.qp_attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
       a.sq_psn = ud ? 0 : id->psn;
-      if (id->qp_type == IBV_QPT_RC) {
+      // Types that send requests retry them; an XRC target only needs its ACK timeout
+      // (cm.c: cm_init_qp_rts_attr).
+      if (id->qp_type == IBV_QPT_RC || id->qp_type == IBV_QPT_XRC_SEND) {
         if (!id->cm) return -EINVAL;
-        a.qp_attr_mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-        a.timeout = id->ack_timeout;
+        a.qp_attr_mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
         a.retry_cnt = id->retry_count;
         a.rnr_retry = id->rnr_retry_count;
         a.max_rd_atomic = id->initiator_depth;
+      }
+      if (id->qp_type == IBV_QPT_RC || id->qp_type == IBV_QPT_XRC_SEND || id->qp_type == IBV_QPT_XRC_RECV) {
+        if (!id->cm) return -EINVAL;
+        a.qp_attr_mask |= IBV_QP_TIMEOUT;
+        a.timeout = id->ack_timeout;
       }
       break;
     default: return -EINVAL;

@@ -169,6 +169,7 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
         const uint32_t m = (1u << last->sq_log) - 1;
         w.wr_id = last->sq_wrid[idx & m];
         // One CQE retires its WQE and every unsignaled WQE before it.
+        last->sq_wrs_done.store(last->sq_wrs_at[idx & m], std::memory_order_release);
         last->sq_tail.store(uint16_t(idx + last->sq_nbb[idx & m]), std::memory_order_release);
       } else {
         const uint32_t m = (1u << last->rq_log) - 1;

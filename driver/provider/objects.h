@@ -143,6 +143,13 @@ struct SimQp {
   std::atomic<uint16_t> sq_tail{0};
   std::vector<uint64_t> sq_wrid;
   std::vector<uint8_t> sq_nbb;
+  // The same queue counted in work requests: a WQE may take fewer WQEBBs than the ring allows
+  // each, and max_send_wr is what ibv_post_send(3) must hold to (ENOMEM beyond, as mlx5).
+  uint16_t sq_wrs = 0;                   ///< WRs posted
+  std::atomic<uint16_t> sq_wrs_done{0};  ///< WRs retired by completions
+  std::vector<uint16_t> sq_wrs_at;       ///< per slot: sq_wrs once its WQE was posted
+  /** WRs posted and not yet retired. */
+  uint32_t sq_outstanding() const { return uint16_t(sq_wrs - sq_wrs_done.load(std::memory_order_acquire)); }
   // receive queue (counters in WQEs)
   std::mutex rq_mu;
   std::unique_ptr<QueueBuffer> rq;

@@ -27,9 +27,15 @@ int fail(int e) {
   return e;
 }
 
-/** WQEBBs a send WQE needs for these limits (ctrl [+ XRC] + raddr + atomic + data or inline). */
+/**
+ * WQEBBs a send WQE needs for these limits (ctrl [+ XRC] + raddr + atomic + data or inline).
+ * The data part always holds as many inline bytes as the scatter list holds SGEs × 16, as rxe's
+ * and mlx5's do (rxe sizes it max(max_sge × 16, max_inline)): programs such as rdma-core's
+ * rdma_xclient ask for no inline data and post 16 bytes inline on a one-SGE QP.
+ */
 uint32_t send_wqe_bbs(uint32_t max_sge, uint32_t max_inline, bool xrc) {
-  const uint32_t data = std::max(max_sge, hw::inline_segments(max_inline));
+  const uint32_t inline_bytes = std::max(max_inline, max_sge * uint32_t(sizeof(hw::DataSeg)));
+  const uint32_t data = std::max(max_sge, hw::inline_segments(inline_bytes));
   return hw::wqe_bbs_for_segments(3 + (xrc ? 1 : 0) + data);
 }
 
@@ -331,6 +337,7 @@ ibv_qp* create_any_qp(ibv_pd* pd, ibv_qp_init_attr* a, bool gsi) {
   }
   q->sq_wrid.assign(1u << q->sq_log, 0);
   q->sq_nbb.assign(1u << q->sq_log, 1);
+  q->sq_wrs_at.assign(1u << q->sq_log, 0);
   q->rq_wrid.assign(1u << q->rq_log, 0);
   hw::CmdMailbox mb =
       hw::make_cmd_with(hw::CmdOpcode::CreateQp, create_qpc(*q, *a, cap, caps, dbrec_iova, gsi));
@@ -391,6 +398,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
     std::lock_guard<std::mutex> gr(q->rq_mu);
     q->sq_head = 0;
     q->sq_tail = 0;
+    q->sq_wrs = 0;
+    q->sq_wrs_done = 0;
     q->rq_head = 0;
     q->rq_tail = 0;
     std::memset(q->dbrec, 0, sizeof *q->dbrec);
@@ -671,7 +680,7 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr, bool type1_bin
   if (ds > hw::kMaxSendWqeBbs * (hw::kWqeBasicBlock / hw::kSegmentSize)) return EINVAL;  // WQE too big
   const uint32_t nbb = hw::wqe_bbs_for_segments(ds);
   const uint16_t used = uint16_t(q.sq_head - q.sq_tail.load(std::memory_order_acquire));
-  if (used + nbb > (1u << q.sq_log)) return ENOMEM;  // send queue full
+  if (used + nbb > (1u << q.sq_log) || q.sq_outstanding() >= q.cap.max_send_wr) return ENOMEM;  // full
   const uint8_t flags = ctrl_flags_for(q, wr);
   hw::set_ctrl_seg(*reinterpret_cast<hw::CtrlSeg*>(wqe), q.sq_head, p.op, q.qpn, ds, flags,
                    ctrl_imm_for(p, wr));
@@ -679,6 +688,7 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr, bool type1_bin
   const uint32_t slot = q.sq_head & ((1u << q.sq_log) - 1);
   q.sq_wrid[slot] = wr.wr_id;
   q.sq_nbb[slot] = uint8_t(nbb);
+  q.sq_wrs_at[slot] = ++q.sq_wrs;
   if (link.trace_on(trace::TraceKind::Post)) trace_post_send(link, q, wr, p, nbb, flags);
   q.sq_head = uint16_t(q.sq_head + nbb);
   return 0;

@@ -273,7 +273,8 @@ int validate_batch(SimQp& q, const QpExState& s) {
   const uint32_t ring = 1u << q.sq_log;
   const uint32_t per_wr = ring / std::max(1u, q.cap.max_send_wr);
   const uint32_t used = uint16_t(q.sq_head - q.sq_tail.load(std::memory_order_acquire));
-  if (used + s.batch.size() * per_wr > ring) return ENOMEM;
+  if (used + s.batch.size() * per_wr > ring || q.sq_outstanding() + s.batch.size() > q.cap.max_send_wr)
+    return ENOMEM;
   return 0;
 }
 

@@ -172,6 +172,9 @@ ibv_qp* create_xrc_recv_qp(ibv_context* context, ibv_qp_init_attr_ex* a) {
   ibv_qp& qp = q->qp;
   qp.context = context;
   qp.qp_context = a->qp_context;
+  // The device ignores a PD here, but libibverbs keeps the one given (cmd_qp.c's set_qp), and
+  // librdmacm takes it from the QP for the XRC SRQ it makes next (rdma_xserver -c x).
+  qp.pd = (a->comp_mask & IBV_QP_INIT_ATTR_PD) ? a->pd : nullptr;
   qp.handle = qp.qp_num = q->qpn;
   qp.state = IBV_QPS_RESET;
   qp.qp_type = IBV_QPT_XRC_RECV;

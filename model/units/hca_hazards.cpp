@@ -110,16 +110,26 @@ void Hca::qp_hazard(uint32_t qpn) {
 }
 
 void Hca::owner_gone_hazards(const std::string& owner) {
+  // QP1 and its CQs stand for the kernel's MAD layer, which outlives any one program: what they
+  // hold when the program that opened them ends (a CM message's send completion, say) is not the
+  // program's doing, so it is not reported as the program's race.
+  std::vector<uint32_t> gsi_cqs;
+  core_.qpc.for_each([&](const QpContext& qp) {
+    if (qp.qpc.type != uint8_t(hw::QpType::Gsi)) return;
+    gsi_cqs.push_back(qp.qpc.send_cqn);
+    gsi_cqs.push_back(qp.qpc.recv_cqn);
+  });
   core_.qpc.for_each([&](const QpContext& qp) {
     TraceFields f;
     std::string what;
+    if (qp.qpc.type == uint8_t(hw::QpType::Gsi)) return;
     if (sends_left(qp, f, what))
       report_hazard(qp.qpc.qpn, f,
                     strprintf("%s ended with QP 0x%x's %s", owner.c_str(), qp.qpc.qpn, what.c_str()));
   });
   for (uint32_t cqn : core_.cq.ids()) {
     const uint32_t n = core_.cq.unpolled(cqn);
-    if (!n) continue;
+    if (!n || std::find(gsi_cqs.begin(), gsi_cqs.end(), cqn) != gsi_cqs.end()) continue;
     report_hazard(
         kTraceNone, TraceFields().set_queue(cqn).set_count(n).set_index(core_.cq.produced(cqn)),
         strprintf("%s ended with %u CQE%s of CQ %u never polled", owner.c_str(), n, n == 1 ? "" : "s", cqn),

@@ -288,6 +288,11 @@ struct Req {
   uint8_t private_data[kReqPrivateDataSize] = {};  ///< consumer data (RDMA CM: its IP header)
 };
 
+/** @brief Whether @p r asks for an XRC connection (transport type 3, extended type 1). */
+inline bool is_xrc(const Req& r) {
+  return r.transport_service_type == kTransportExtended && r.extended_transport_type == kExtendedTransportXrc;
+}
+
 /** @brief MRA, message receipt acknowledgement (IBTA vol. 1 12.6.6). */
 struct Mra {
   static constexpr AttrId kAttrId = AttrId::Mra;  ///< the attribute that carries it

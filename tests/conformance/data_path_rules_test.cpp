@@ -28,6 +28,38 @@ TEST_F(DataPathRules, InlineSendUpToMaxInlineData) {
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
 }
 
+// ibv_create_qp(3) returns caps at least as large as asked. Asked for no inline data, a QP
+// still holds 16 bytes inline per gather entry, as rxe's (rxe_qp.c sizes the WQE for
+// max(max_send_sge × 16, max_inline_data)) and mlx5's do; rdma-core's rdma_xclient relies on it
+// (16 bytes IBV_SEND_INLINE on a QP created with max_inline_data 0).
+TEST_F(DataPathRules, InlineOf16BytesPerSgeWithoutAsking) {
+  Options o;
+  o.max_send_sge = 1;
+  ASSERT_NO_FATAL_FAILURE(Build(o));
+  EXPECT_GE(a_.cap.max_inline_data, 16u);
+  ASSERT_EQ(PostRecv(b_, 1, {b_.sge(0, 4096)}), 0);
+  e2e::fill_pattern(a_.buf, 16, 5);
+  ASSERT_EQ(PostSend(a_, 2, IBV_WR_SEND, {a_.sge(0, 16)}, IBV_SEND_SIGNALED | IBV_SEND_INLINE), 0);
+  ibv_wc wc;
+  ASSERT_TRUE(PollOne(b_.rcq, wc));
+  EXPECT_TRUE(e2e::wc_is(wc, WcExpect{1, IBV_WC_RECV, b_.qp->qp_num, 16}));
+  EXPECT_TRUE(e2e::same_bytes(b_.buf, a_.buf, 16));
+  ASSERT_TRUE(PollOne(a_.scq, wc));
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  for (uint32_t sges : {2u, 4u, 8u}) {  // more gather entries, more inline bytes
+    ibv_qp_init_attr ia{};
+    ia.send_cq = ia.recv_cq = a_.scq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+    ia.cap.max_send_sge = sges;
+    ia.cap.max_recv_sge = 1;
+    ibv_qp* qp = ibv_create_qp(a_.pd, &ia);
+    ASSERT_NE(qp, nullptr) << sges << " SGEs: " << strerror(errno);
+    EXPECT_GE(ia.cap.max_inline_data, 16 * sges) << sges << " SGEs";
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  }
+}
+
 TEST_F(DataPathRules, InlineAboveMaxInlineDataIsRejected) {
   Options o;
   o.max_inline_data = 64;

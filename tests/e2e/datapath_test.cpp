@@ -328,7 +328,9 @@ TEST_F(DataPath, SqSigAllSignalsEveryWr) {
 TEST_F(DataPath, FullSendQueueGivesEnomemAndCompletesInOrder) {
   Options o;
   o.max_send_wr = 64;
-  o.max_send_sge = 1;  // one WQE basic block per WR: the queue holds exactly max_send_wr
+  // One WQEBB per WR in a ring sized for two (room for 16 bytes inline): the queue still holds
+  // exactly max_send_wr WRs, as mlx5's (it counts WRs, not blocks).
+  o.max_send_sge = 1;
   o.cqe = 256;
   ASSERT_NO_FATAL_FAILURE(Build(o));
   const uint32_t depth = a_.cap.max_send_wr;

@@ -309,7 +309,7 @@ TEST(StepMode, ScriptedSession) {
       << out;
   EXPECT_NE(out.find("QP 0x000011 on hcasim0: RC RTS, dest QP 0x010011, path MTU 1024"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("  SQ: 8 WQEBBs; producer (last doorbell) 0, next fetch 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("  SQ: 16 WQEBBs; producer (last doorbell) 0, next fetch 0"), std::string::npos) << out;
   EXPECT_NE(out.find("QP 0x000011 on hcasim0 buffer tables:"), std::string::npos) << out;
   EXPECT_NE(out.find("    page 0: L1[0]@0x"), std::string::npos) << out;
   EXPECT_NE(out.find("port      pkt.tx      -         TX WRITE_FIRST"), std::string::npos) << out;
