@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""The rdma_cm half of the differential suite (docs/differential.md, "Connection management").
+
+Unmodified rdmacm-utils/perftest programs run as a server and a client on the simulator and on
+rxe (two QEMU guests); run-cm-diff collects, per tool, the CM events each side took
+(cm_event_log.so) and the capture. This script normalises them and compares:
+
+  cmdiff.py mads PCAP SERVER_IP TOOL=PORT[,TOOL=PORT...] OUTDIR
+      the CM MADs (QP1) of a capture, split by tool, as OUTDIR/TOOL.mads
+  cmdiff.py normalise DIR TOOL...
+      the normalised observations of each tool (stdout)
+  cmdiff.py compare --sim DIR --rxe DIR|FILE --known FILE TOOL...
+      simulator against rxe (a run directory, or a recorded normalised file), every difference
+      documented in FILE or the comparison fails (exit 1); a documented difference no longer
+      seen fails too.
+
+Normalised form, one block per tool:
+  TOOL server id: CONNECT_REQUEST ESTABLISHED DISCONNECTED     (one line per rdma_cm id)
+  TOOL client id: ADDR_RESOLVED ROUTE_RESOLVED ESTABLISHED DISCONNECTED
+  TOOL mad client>server REQ                                  (the MADs in wire order)
+Ids are anonymous and their lines sorted: which of several connections is served first is
+timing, not protocol. A non-zero event status is kept (REJECTED(28)). The comparison keeps the
+MADs up to the first DREQ in order and sums up the rest as the kinds of message seen
+("TOOL mad teardown DREQ DREP"): when both programs disconnect at once, which DREQ leaves first,
+whether both do, and when each is answered are timing (rxe shows all of these run to run).
+"""
+import collections
+import difflib
+import subprocess
+import sys
+
+CM_ATTRS = {0x10: "REQ", 0x11: "MRA", 0x12: "REJ", 0x13: "REP", 0x14: "RTU", 0x15: "DREQ",
+            0x16: "DREP", 0x17: "SIDR_REQ", 0x18: "SIDR_REP", 0x19: "LAP", 0x1A: "APR"}
+
+
+def read_mads(pcap, server_ip):
+    """(direction, name, dport, reason) of every MAD to QP1, in capture order."""
+    fields = ["ip.src", "infiniband.mad.attributeid", "infiniband.cm.req.serviceid.dport",
+              "infiniband.cm.rej.reason"]
+    cmd = ["tshark", "-r", pcap, "--disable-heuristic", "rpcrdma_infiniband", "-Y",
+           "infiniband.bth.destqp == 1", "-T", "fields", "-E", "separator=|"]
+    for f in fields:
+        cmd += ["-e", f]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    mads = []
+    for row in out.splitlines():
+        src, attr, dport, reason = (row.split("|") + ["", "", "", ""])[:4]
+        if not attr:
+            continue
+        name = CM_ATTRS.get(int(attr, 16), f"attr{attr}")
+        who = "server>client" if src == server_ip else "client>server"
+        mads.append((who, name, int(dport, 16) if dport else None, reason))
+    return mads
+
+
+def split_mads(mads, portmap):
+    """Frames of one capture, per tool: a new tool starts at a REQ to its port (or a SIDR_REQ)."""
+    by_port = {port: tool for tool, port in portmap.items() if port != "sidr"}
+    sidr_tool = next((t for t, p in portmap.items() if p == "sidr"), None)
+    per_tool, current = collections.defaultdict(list), None
+    for who, name, dport, reason in mads:
+        if name == "REQ" and dport in by_port:
+            current = by_port[dport]
+        elif name == "SIDR_REQ" and sidr_tool:
+            current = sidr_tool
+        if current is None:
+            continue
+        line = f"{who} {name}" + (f" reason={int(reason, 16)}" if name == "REJ" and reason else "")
+        per_tool[current].append(line)
+    return per_tool
+
+
+def cmd_mads(pcap, server_ip, spec, outdir):
+    portmap = {}
+    for item in spec.split(","):
+        tool, port = item.split("=")
+        portmap[tool] = port if port == "sidr" else int(port)
+    per_tool = split_mads(read_mads(pcap, server_ip), portmap)
+    for tool in portmap:
+        with open(f"{outdir}/{tool}.mads", "w") as f:
+            f.writelines(line + "\n" for line in per_tool.get(tool, []))
+    return 0
+
+
+def event_lines(path):
+    """One line per id: its events in the order the program took them, ids sorted."""
+    seqs = collections.OrderedDict()
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        return ["(no events logged)"]
+    for line in lines:
+        ident, event, status = line.split()
+        code = int(status.split("=")[1])
+        seqs.setdefault(ident, []).append(event + (f"({code})" if code else ""))
+    return sorted(" ".join(s) for s in seqs.values())
+
+
+def normalise(d, tool):
+    out = [f"{tool} server id: {s}" for s in event_lines(f"{d}/{tool}.server.events")]
+    out += [f"{tool} client id: {s}" for s in event_lines(f"{d}/{tool}.client.events")]
+    try:
+        out += [f"{tool} mad {m}" for m in open(f"{d}/{tool}.mads").read().splitlines()]
+    except FileNotFoundError:
+        out.append(f"{tool} mad (no capture)")
+    return out
+
+
+def summarise_teardown(lines):
+    """MAD lines up to the first DREQ as they are; the rest as one line of the kinds seen."""
+    out, rest = [], []
+    for line in lines:
+        tool, kind, text = line.split(" ", 2)
+        if kind == "mad" and (rest or text.split()[-1] == "DREQ"):
+            rest.append((tool, text.split()[1]))
+        else:
+            out.append(line)
+    if rest:
+        out.append(f"{rest[0][0]} mad teardown " + " ".join(sorted({name for _, name in rest})))
+    return out
+
+
+def observations(src, tools):
+    """A run directory's or a recorded file's lines for these tools, teardowns summed up."""
+    import os
+    if os.path.isdir(src):
+        lines = [line for t in tools for line in normalise(src, t)]
+    else:
+        lines = [l for l in open(src).read().splitlines() if l and not l.startswith("#")]
+    out = []
+    for t in tools:
+        out += summarise_teardown([l for l in lines if l.split(" ", 1)[0] == t])
+    return out
+
+
+def read_known(path):
+    """id | tool | simulator line | rxe line | why | source ('-' = no such line)."""
+    entries = []
+    for raw in open(path).read().splitlines():
+        if not raw.strip() or raw.startswith("#"):
+            continue
+        f = [x.strip() for x in raw.split(" | ")]
+        if len(f) != 6:
+            sys.exit(f"cmdiff: {path}: expected 6 fields separated by ' | ': {raw}")
+        entries.append(dict(id=f[0], tool=f[1], sim=f[2], rxe=f[3], why=f[4], source=f[5]))
+    return entries
+
+
+def apply_known(sim, rxe, known, tools):
+    """Rewrite rxe's lines by the documented differences; returns the entries not seen."""
+    stale = []
+    for e in known:
+        if e["tool"] not in tools:
+            continue
+        full_sim = f"{e['tool']} {e['sim']}"
+        full_rxe = f"{e['tool']} {e['rxe']}"
+        seen_rxe = e["rxe"] == "-" or full_rxe in rxe
+        seen_sim = e["sim"] == "-" or full_sim in sim
+        if not (seen_rxe and seen_sim):
+            stale.append(e)
+            continue
+        if e["rxe"] != "-":
+            rxe[rxe.index(full_rxe)] = full_sim if e["sim"] != "-" else None
+        elif e["sim"] != "-":
+            sim[sim.index(full_sim)] = None
+    sim[:] = [l for l in sim if l is not None]
+    rxe[:] = [l for l in rxe if l is not None]
+    return stale
+
+
+def cmd_compare(args):
+    opts, tools = {}, []
+    it = iter(args)
+    for a in it:
+        if a in ("--sim", "--rxe", "--known"):
+            opts[a] = next(it)
+        else:
+            tools.append(a)
+    sim = observations(opts["--sim"], tools)
+    rxe = observations(opts["--rxe"], tools)
+    known = read_known(opts["--known"])
+    stale = apply_known(sim, rxe, known, tools)
+    # Compare as sorted per-tool blocks: event lines are sorted already, MAD lines keep order.
+    diff = list(difflib.unified_diff(rxe, sim, "rxe", "simulator", lineterm="", n=1))
+    for e in stale:
+        print(f"cmdiff: documented difference '{e['id']}' ({e['tool']}) was not seen: stale entry")
+    if diff:
+        print("cmdiff: undocumented differences (- rxe, + simulator):")
+        print("\n".join(diff))
+    used = len([e for e in known if e["tool"] in tools]) - len(stale)
+    print(f"cmdiff: {len(tools)} tool(s), {len(sim)} simulator lines; {used} documented difference(s) "
+          f"applied; {'FAILED' if diff or stale else 'no undocumented difference'}")
+    return 1 if diff or stale else 0
+
+
+def main(argv):
+    if len(argv) >= 5 and argv[0] == "mads":
+        return cmd_mads(argv[1], argv[2], argv[3], argv[4])
+    if len(argv) >= 3 and argv[0] == "normalise":
+        for t in argv[2:]:
+            print("\n".join(normalise(argv[1], t)))
+        return 0
+    if argv and argv[0] == "compare":
+        return cmd_compare(argv[1:])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""cmdiff.py's comparison on made-up observations: equal runs pass; a changed MAD, a changed event
+or a stale documented difference fails; a documented difference is applied; ids are anonymous and
+teardowns summed up. Usage: cmdiff_test.py DIR (scratch directory)."""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def run(d, rec, known):
+    write(f"{d}/rec.txt", rec)
+    write(f"{d}/known.txt", known)
+    r = subprocess.run([sys.executable, f"{HERE}/cmdiff.py", "compare", "--sim", f"{d}/sim", "--rxe",
+                        f"{d}/rec.txt", "--known", f"{d}/known.txt", "t"], capture_output=True, text=True)
+    return r.returncode, r.stdout
+
+
+def main():
+    d = sys.argv[1]
+    os.makedirs(f"{d}/sim", exist_ok=True)
+    write(f"{d}/sim/t.server.events", "0x1 CONNECT_REQUEST status=0\n0x2 CONNECT_REQUEST status=0\n"
+          "0x2 ESTABLISHED status=0\n0x1 ESTABLISHED status=0\n")
+    write(f"{d}/sim/t.client.events", "0x9 REJECTED status=28\n")
+    write(f"{d}/sim/t.mads", "client>server REQ\nserver>client REP\nclient>server DREQ\n"
+          "server>client DREQ\nserver>client DREP\n")
+    same = ("t server id: CONNECT_REQUEST ESTABLISHED\nt server id: CONNECT_REQUEST ESTABLISHED\n"
+            "t client id: REJECTED(28)\nt mad client>server REQ\nt mad server>client REP\n"
+            "t mad server>client DREQ\nt mad client>server DREP\n")
+    cases = [
+        ("equal (ids anonymous, teardown summed up)", same, "", 0),
+        ("a MAD differs", same.replace("server>client REP", "server>client REJ reason=8"), "", 1),
+        ("an event differs", same.replace("REJECTED(28)", "REJECTED(8)"), "", 1),
+        ("documented", same.replace("REJECTED(28)", "REJECTED(8)"),
+         "x | t | client id: REJECTED(28) | client id: REJECTED(8) | why | source\n", 0),
+        ("stale entry", same, "x | t | client id: REJECTED(28) | client id: REJECTED(8) | why | source\n", 1),
+    ]
+    failed = 0
+    for name, rec, known, want in cases:
+        rc, out = run(d, rec, known)
+        ok = rc == want
+        failed += not ok
+        print(f"{'ok' if ok else 'FAILED'}: {name} (exit {rc}, want {want})")
+        if not ok:
+            print(out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
