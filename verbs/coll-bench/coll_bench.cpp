@@ -3,6 +3,7 @@
 // nccl-tests does (algbw = bytes / time; busbw = algbw * the collective's bus factor).
 //
 //   coll-bench --op allreduce -b 8 -e 256M -f 2 --rank R --size N --store tcp:HOST:PORT
+//   coll-bench --op allreduce --rank R --size N --bootstrap cm:ADDR0,ADDR1,...   (rdma_cm)
 //   hcasim run --hosts 4 -- coll-bench --op allreduce --ranks-as-threads 4 -e 1M
 //   hcasim run --hosts 4 -- coll-bench --op allreduce --ranks-as-threads 4 --mode busy --compare-gloo
 //
@@ -22,12 +23,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "hcasim/verbs/cm_bootstrap.h"
 #include "hcasim/verbs/collectives.h"
 #include "hcasim/verbs/context.h"
 #include "hcasim/verbs/device.h"
@@ -56,6 +59,9 @@ struct Options {
   std::string opName = "allreduce";
   int rank = -1, size = -1, threads = 0;
   std::string store;
+  std::string bootstrap = "store";  // "store", or "cm:ADDR[,ADDR...]" (checked: cmList)
+  std::string cmList;               // the addresses of cm:..., one per rank
+  int cmPort = CmBootstrap::kDefaultBasePort;
   std::string device;  // name, or comma-separated names for --ranks-as-threads
   int gidIndex = -1;
   int port = 1;
@@ -97,6 +103,10 @@ struct Options {
       "  --rank R --size N     this process's rank and the group size (else OMPI_COMM_WORLD_*,\n"
       "                        SLURM_PROCID/SLURM_NTASKS, PMI_RANK/PMI_SIZE)\n"
       "  --store SPEC          file:DIR | tcp:HOST:PORT (rank 0 serves) | redis:HOST:PORT | hash\n"
+      "  --bootstrap store|cm:ADDR[,ADDR...]\n"
+      "                        connect through the store (default) or through rdma_cm: one IPv4 address per\n"
+      "                        rank in rank order; rank i listens on ADDR_i, port --cm-port + i\n"
+      "  --cm-port P           rdma_cm base port (default %d)\n"
       "  --ranks-as-threads N  run N ranks as threads of this process (in-process store, device i = ith)\n"
       "  --device NAME[,NAME]  RDMA device(s) (default: first active; with threads, one each in list order)\n"
       "  --port N              port (default 1)\n"
@@ -113,6 +123,7 @@ struct Options {
       "Sizes are bytes of the largest buffer involved (allgather: the output, reduce-scatter: the input),\n"
       "as in nccl-tests. busbw factors: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n, broadcast "
       "1.\n",
+      int(CmBootstrap::kDefaultBasePort),
 #if HCASIM_HAVE_GLOO
       ""
 #else
@@ -139,6 +150,36 @@ size_t parseSize(const std::string& s) {
   return size_t(v * double(mul));
 }
 
+// --bootstrap store | cm:ADDR[,ADDR...]: the list's syntax here, its length once the group
+// size is known (cmBootstrap), both before any device is opened.
+void parseBootstrap(Options& o, const std::string& a) {
+  if (a == "store") {
+    o.bootstrap = a;
+    return;
+  }
+  if (a.rfind("cm:", 0) != 0)
+    throw std::invalid_argument("--bootstrap '" + a + "': expected store or cm:ADDR[,ADDR...]");
+  try {
+    CmBootstrap::parse(a.substr(3));
+  } catch (const AddressError& e) {
+    throw std::invalid_argument(std::string("--bootstrap: ") + e.what());
+  }
+  o.bootstrap = "cm";
+  o.cmList = a.substr(3);
+}
+
+// The rdma_cm bootstrap for a group of @p size, or an invalid_argument naming --bootstrap.
+CmBootstrap cmBootstrap(const Options& o, int size) {
+  try {
+    CmBootstrap cm = CmBootstrap::parse(o.cmList, uint16_t(o.cmPort));
+    cm.validate(size);
+    return cm;
+  } catch (const AddressError& e) {
+    throw std::invalid_argument(std::string("--bootstrap: ") + e.what() +
+                                (e.field() == "basePort" ? " (--cm-port)" : ""));
+  }
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   enum {
@@ -160,12 +201,16 @@ Options parse(int argc, char** argv) {
     kAckWr,
     kGloo,
     kGlooAlgo,
+    kBootstrap,
+    kCmPort,
     kHelp
   };
   static const option longs[] = {{"op", required_argument, nullptr, kOp},
                                  {"rank", required_argument, nullptr, kRank},
                                  {"size", required_argument, nullptr, kSize},
                                  {"store", required_argument, nullptr, kStore},
+                                 {"bootstrap", required_argument, nullptr, kBootstrap},
+                                 {"cm-port", required_argument, nullptr, kCmPort},
                                  {"ranks-as-threads", required_argument, nullptr, kThreads},
                                  {"device", required_argument, nullptr, kDevice},
                                  {"gid-index", required_argument, nullptr, kGid},
@@ -214,6 +259,11 @@ Options parse(int argc, char** argv) {
       case kRank: o.rank = std::stoi(a); break;
       case kSize: o.size = std::stoi(a); break;
       case kStore: o.store = a; break;
+      case kBootstrap: parseBootstrap(o, a); break;
+      case kCmPort:
+        o.cmPort = std::stoi(a);
+        if (o.cmPort < 1 || o.cmPort > 65535) throw std::invalid_argument("--cm-port must be 1..65535");
+        break;
       case kThreads: o.threads = std::stoi(a); break;
       case kDevice: o.device = a; break;
       case kGid: o.gidIndex = std::stoi(a); break;
@@ -754,7 +804,7 @@ std::vector<size_t> sizes(const Options& o) {
 }
 
 // One rank, start to finish. Returns false if any check failed.
-bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>& store,
+bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>& store, const CmBootstrap* cm,
              const std::string& devName) {
   DeviceAttr da;
   da.name = devName;
@@ -768,7 +818,10 @@ bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>&
   co.pair.ackWr = o.ackWr;
   co.prefix = "coll-bench";
   Context ctx(rank, size, dev, co);
-  ctx.connectFullMesh(*store);
+  if (cm)
+    ctx.connectFullMesh(*cm);
+  else
+    ctx.connectFullMesh(*store);
   const bool sim = useSimClock(o);
   if (sim && !simNow()) throw std::invalid_argument("--clock sim: not running on the simulator");
   GlooRank* gloo = nullptr;  // on an exception left alone (see GlooRank)
@@ -826,6 +879,8 @@ int main(int argc, char** argv) {
         throw IoError("no RDMA devices (on the simulator: hcasim run --hosts N -- coll-bench ...)");
       if (int(devs.size()) < o.threads && !o.device.empty())
         throw std::invalid_argument("--device lists fewer devices than --ranks-as-threads");
+      const std::optional<CmBootstrap> cm =
+          o.bootstrap == "cm" ? std::optional<CmBootstrap>(cmBootstrap(o, o.threads)) : std::nullopt;
       auto store = o.store.empty() ? std::make_shared<HashStore>() : makeStore(o.store, 0);
       std::vector<std::string> errors(static_cast<size_t>(o.threads));
       std::atomic<bool> ok{true};
@@ -833,7 +888,8 @@ int main(int argc, char** argv) {
       for (int r = 0; r < o.threads; ++r)
         ts.emplace_back([&, r] {
           try {
-            if (!runRank(o, r, o.threads, store, devs[size_t(r) % devs.size()])) ok = false;
+            if (!runRank(o, r, o.threads, store, cm ? &*cm : nullptr, devs[size_t(r) % devs.size()]))
+              ok = false;
           } catch (const std::exception& e) {
             errors[size_t(r)] = e.what();
             ok = false;
@@ -846,11 +902,16 @@ int main(int argc, char** argv) {
       return ok ? 0 : 1;
     }
     const RankInfo ri = resolveRank(o.rank, o.size);
-    if (o.store.empty() && ri.size > 1)
-      throw std::invalid_argument("--store is needed with more than one process");
+    const std::optional<CmBootstrap> cm =
+        o.bootstrap == "cm" ? std::optional<CmBootstrap>(cmBootstrap(o, ri.size)) : std::nullopt;
+    if (o.store.empty() && ri.size > 1 && !cm)
+      throw std::invalid_argument("--store (or --bootstrap cm:...) is needed with more than one process");
+    if (o.store.empty() && ri.size > 1 && o.compareGloo)
+      throw std::invalid_argument(
+          "--compare-gloo needs --store with more than one process (Gloo's rendezvous)");
     auto store = o.store.empty() ? std::make_shared<HashStore>()
                                  : makeStore(o.store, ri.rank, std::chrono::milliseconds(o.timeoutMs));
-    return runRank(o, ri.rank, ri.size, store, o.device) ? 0 : 1;
+    return runRank(o, ri.rank, ri.size, store, cm ? &*cm : nullptr, o.device) ? 0 : 1;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "coll-bench: %s (see --help)\n", e.what());
     return 2;

@@ -42,18 +42,26 @@ Pair& Context::pair(int peer) const {
   return *pairs_[size_t(peer)];
 }
 
-void Context::connectFullMesh(Store& store) {
-  if (!pairs_.empty()) throw std::logic_error("context: already connected");
-  const auto timeout = opts_.pair.timeout;
-  const std::string pre = opts_.prefix + "/";
+std::vector<std::unique_ptr<Pair>> Context::newPairs() const {
   std::vector<std::unique_ptr<Pair>> pairs(static_cast<size_t>(size_));
-  std::vector<uint8_t> all(size_t(size_) * Address::kSize, 0);
   auto group = std::make_shared<PairGroup>();  // a collective needs every link: they fail together
   for (int i = 0; i < size_; ++i) {
     if (i == rank_) continue;
     pairs[size_t(i)] =
         std::make_unique<Pair>(dev_, opts_.pair, "pair " + std::to_string(rank_) + "->" + std::to_string(i));
     pairs[size_t(i)]->setGroup(group);
+  }
+  return pairs;
+}
+
+void Context::connectFullMesh(Store& store) {
+  if (!pairs_.empty()) throw std::logic_error("context: already connected");
+  const auto timeout = opts_.pair.timeout;
+  const std::string pre = opts_.prefix + "/";
+  std::vector<std::unique_ptr<Pair>> pairs = newPairs();
+  std::vector<uint8_t> all(size_t(size_) * Address::kSize, 0);
+  for (int i = 0; i < size_; ++i) {
+    if (i == rank_) continue;
     const auto b = pairs[size_t(i)]->addressBytes();
     std::copy(b.begin(), b.end(), all.begin() + long(size_t(i) * Address::kSize));
   }

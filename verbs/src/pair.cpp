@@ -187,19 +187,16 @@ Pair::~Pair() {
 }
 
 void Pair::connect(const Address& peer) {
-  std::unique_lock<std::mutex> lk(mu_);
-  if (connected_) throw std::logic_error(label_ + ": already connected");
-  const bool global = dev_->ethernet() || peer.global;
   if (dev_->ethernet() && !peer.global)
     throw AddressError("flags", label_ + ": peer address has no GID (global flag clear) but " + dev_->name() +
                                     " is RoCE: every packet needs a GRH");
+  const bool global = dev_->ethernet() || peer.global;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = ibv_mtu(std::min<int>(int(dev_->activeMtu()), peer.mtu));
   a.dest_qp_num = peer.qpn;
   a.rq_psn = peer.psn;
   a.max_dest_rd_atomic = 1;
-  a.min_rnr_timer = opts_.minRnrTimer;
   a.ah_attr.dlid = peer.lid;
   a.ah_attr.sl = 0;
   a.ah_attr.src_path_bits = 0;
@@ -212,20 +209,49 @@ void Pair::connect(const Address& peer) {
     a.ah_attr.grh.traffic_class = 0;
     a.ah_attr.grh.flow_label = 0;
   }
-  if (int rc = ibv_modify_qp(qp_, &a,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    throwSystemError(label_ + ": ibv_modify_qp(INIT -> RTR) towards " + peer.str(), rc);
   ibv_qp_attr r{};
   r.qp_state = IBV_QPS_RTS;
-  r.timeout = opts_.qpTimeout;
-  r.retry_cnt = opts_.retryCnt;
-  r.rnr_retry = opts_.rnrRetry;
   r.sq_psn = self_.psn;
   r.max_rd_atomic = 1;
-  if (int rc = ibv_modify_qp(qp_, &r,
-                             IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
+  std::unique_lock<std::mutex> lk(mu_);
+  toRts(a,
+        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+            IBV_QP_MAX_DEST_RD_ATOMIC,
+        r, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC, peer);
+}
+
+void Pair::connect(const ibv_qp_attr& rtr, int rtrMask, const ibv_qp_attr& rts, int rtsMask) {
+  if (!(rtrMask & IBV_QP_DEST_QPN) || !(rtrMask & IBV_QP_AV) || !(rtsMask & IBV_QP_SQ_PSN))
+    throw std::invalid_argument(label_ +
+                                ": connect(attributes): the RTR attributes need a destination QP and "
+                                "an address vector, the RTS ones a send PSN");
+  Address peer;
+  peer.qpn = rtr.dest_qp_num;
+  peer.psn = rtr.rq_psn;
+  peer.lid = rtr.ah_attr.dlid;
+  peer.global = rtr.ah_attr.is_global != 0;
+  if (peer.global) std::memcpy(peer.gid.data(), rtr.ah_attr.grh.dgid.raw, 16);
+  peer.mtu = uint8_t(rtr.path_mtu);
+  std::unique_lock<std::mutex> lk(mu_);
+  if (connected_) throw std::logic_error(label_ + ": already connected");
+  self_.psn = rts.sq_psn;  // the CM chose it and told the peer: errors must show this one
+  toRts(rtr, rtrMask, rts, rtsMask, peer);
+}
+
+void Pair::toRts(ibv_qp_attr rtr, int rtrMask, ibv_qp_attr rts, int rtsMask, const Address& peer) {
+  if (connected_) throw std::logic_error(label_ + ": already connected");
+  rtr.qp_state = IBV_QPS_RTR;
+  rts.qp_state = IBV_QPS_RTS;
+  // Our retry budget and timers, whoever computed the path: they decide how fast a broken
+  // link fails the pair (and through PairGroup the collective).
+  rtr.min_rnr_timer = opts_.minRnrTimer;
+  rts.timeout = opts_.qpTimeout;
+  rts.retry_cnt = opts_.retryCnt;
+  rts.rnr_retry = opts_.rnrRetry;
+  if (int rc = ibv_modify_qp(qp_, &rtr, rtrMask | IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER))
+    throwSystemError(label_ + ": ibv_modify_qp(INIT -> RTR) towards " + peer.str(), rc);
+  if (int rc = ibv_modify_qp(qp_, &rts,
+                             rtsMask | IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY))
     throwSystemError(label_ + ": ibv_modify_qp(RTR -> RTS)", rc);
   peer_ = peer;
   connected_ = true;

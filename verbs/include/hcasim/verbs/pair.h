@@ -126,6 +126,16 @@ class Pair {
   /** @brief INIT -> RTR -> RTS towards @p peer. Throws IoError/AddressError. */
   void connect(const Address& peer);
   void connect(const std::vector<uint8_t>& peerBytes) { connect(Address::fromBytes(peerBytes)); }
+  /**
+   * @brief INIT -> RTR -> RTS with attributes computed elsewhere: the rdma_cm bootstrap passes
+   * rdma_init_qp_attr(3)'s (destination QPN, both PSNs, address vector, path MTU, RDMA read
+   * depths, as the CM negotiated them). This pair's PairOptions still set min_rnr_timer,
+   * timeout, retry_cnt and rnr_retry, so a broken link fails it as fast as after
+   * connect(Address). peer() is then taken from @p rtr and address().psn from @p rts.
+   * Throws std::invalid_argument if @p rtrMask lacks IBV_QP_DEST_QPN or IBV_QP_AV or
+   * @p rtsMask IBV_QP_SQ_PSN, IoError if the device refuses a transition.
+   */
+  void connect(const ibv_qp_attr& rtr, int rtrMask, const ibv_qp_attr& rts, int rtsMask);
   bool connected() const { return connected_; }
   const Address& peer() const { return peer_; }
   const std::string& label() const { return label_; }
@@ -174,6 +184,8 @@ class Pair {
   void setGroup(std::shared_ptr<PairGroup> group);
 
  private:
+  /** @brief INIT -> RTR -> RTS (mu_ held), our timers and retry counts over the caller's. */
+  void toRts(ibv_qp_attr rtr, int rtrMask, ibv_qp_attr rts, int rtsMask, const Address& peer);
   /** @brief At teardown: wait up to @p timeout for the flow-control acks too (see pair.cpp). */
   void settleAcks(std::chrono::milliseconds timeout);
   friend class Device;
