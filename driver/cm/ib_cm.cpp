@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <unistd.h>
+
 #include "ib_cm.h"
 
 #include <poll.h>
@@ -43,7 +45,12 @@ Cm& Cm::get() {
 MadAgent* Cm::agent(ibv_device* dev) {
   std::lock_guard<std::recursive_mutex> g(mu_);
   auto& a = agents_[dev];
-  if (!a) a = MadAgent::open(dev);
+  if (!a) {
+    a = MadAgent::open(dev);
+    const uint64_t one = 1;  // the service thread waits on the new agent too
+    if (a && wake_fd_ >= 0 && write(wake_fd_, &one, sizeof one) < 0) { /* it looks again within 100 ms */
+    }
+  }
   if (!a) agents_.erase(dev);
   return dev && agents_.count(dev) ? agents_[dev].get() : nullptr;
 }

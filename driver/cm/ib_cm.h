@@ -12,13 +12,18 @@
  */
 #pragma once
 
+#include <poll.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "ib_mad.h"
 #include "mad_agent.h"
@@ -163,9 +168,21 @@ class Cm {
   std::recursive_mutex& mutex() { return mu_; }
   /** @brief The MAD agent of @p dev, opened on first use; null with errno on failure. */
   MadAgent* agent(ibv_device* dev);
+  /**
+   * @brief Run the CM beside the program, as the kernel's runs: a thread that takes each MAD as
+   * it arrives and fires the timers, so an event channel's descriptor becomes readable by
+   * itself (poll(2) on it works). Not in the lockstep clock or step mode (HCASIM_CLOCK,
+   * HCASIM_STEP): there simulated time moves only inside the program's own calls and a trace
+   * must repeat, so the CM runs inside librdmacm's calls. Once per process; stopped at exit.
+   */
+  void start_service();
 
  private:
   Cm() = default;
+  /** The fds to wait on for the agents (armed first) and the next timer; under mu_. */
+  uint64_t collect_waits(std::vector<pollfd>& fds);
+  void serve();
+  void stop_service();
   void on_mad(MadAgent& a, const ReceivedMad& m);
   void on_req(MadAgent& a, const ReceivedMad& m);
   void on_rep(const ReceivedMad& m);
@@ -195,6 +212,9 @@ class Cm {
   std::map<std::pair<MadAgent*, uint64_t>, CmId*> listeners_;
   uint32_t next_id_ = 0x1000;
   uint64_t next_tid_ = 1;
+  int wake_fd_ = -1;  ///< written to end the service thread's wait (a new agent, exit)
+  std::atomic<bool> stop_{false};
+  std::thread service_;
 };
 
 }  // namespace hcasim::drv::cm

@@ -282,6 +282,17 @@ bool Cm::progress() {
   return fire_timers() || any;
 }
 
+uint64_t Cm::collect_waits(std::vector<pollfd>& fds) {
+  uint64_t next = 0;
+  for (auto& [dev, a] : agents_) {
+    a->arm();
+    fds.push_back({a->event_fd(), POLLIN, 0});
+  }
+  for (auto& [n, id] : ids_)
+    if (id->deadline_ns_ && (!next || id->deadline_ns_ < next)) next = id->deadline_ns_;
+  return next;
+}
+
 void Cm::wait(int max_ms, int also_fd) {
   std::vector<pollfd> fds;
   if (also_fd >= 0) fds.push_back({also_fd, POLLIN, 0});
@@ -289,13 +300,8 @@ void Cm::wait(int max_ms, int also_fd) {
   uint64_t next = 0;
   {
     std::lock_guard<std::recursive_mutex> g(mu_);
-    for (auto& [dev, a] : agents_) {
-      a->arm();
-      fds.push_back({a->event_fd(), POLLIN, 0});
-      link = &a->link();
-    }
-    for (auto& [n, id] : ids_)
-      if (id->deadline_ns_ && (!next || id->deadline_ns_ < next)) next = id->deadline_ns_;
+    next = collect_waits(fds);
+    if (!agents_.empty()) link = &agents_.rbegin()->second->link();
   }
   int ms = max_ms;
   if (next) {

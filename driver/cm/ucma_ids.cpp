@@ -28,6 +28,7 @@ Ucma& Ucma::get() {
 }
 
 int Ucma::open() {
+  Cm::get().start_service();  // the kernel's CM runs whether or not the program calls it
   std::lock_guard<std::recursive_mutex> g(Cm::get().mutex());
   // The count of queued events: readable (POLLIN) exactly while one waits to be read.
   const int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);

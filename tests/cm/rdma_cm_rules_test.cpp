@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <rdma/rdma_cma.h>
 
+#include <poll.h>
+
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -105,6 +107,28 @@ TEST_F(RdmaCmRules, SecondAcceptOfTheSameRequestIsEinval) {
   expect(RDMA_CM_EVENT_ESTABLISHED);
   close(c);
   close(s);
+}
+
+// rdma_get_cm_event(3) / rdma_create_event_channel(3): the channel's fd may be polled, and the
+// kernel's CM takes a connection request whether or not the program is in a librdmacm call
+// (Linux ucma.c ucma_poll: readable once an event is queued). Here the program only waits in
+// poll(2): the request must still make the listener's channel readable.
+TEST_F(RdmaCmRules, ChannelBecomesReadableWhileTheProgramOnlyPolls) {
+  rdma_cm_id* c = client();
+  rdma_conn_param p{};
+  p.responder_resources = p.initiator_depth = 1;
+  p.retry_count = p.rnr_retry_count = 7;
+  ASSERT_EQ(rdma_connect(c, &p), 0) << strerror(errno);
+  pollfd pfd{ch_->fd, POLLIN, 0};
+  ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "the connection request never made the channel readable";
+  rdma_cm_event* e = expect(RDMA_CM_EVENT_CONNECT_REQUEST, true);
+  ASSERT_NE(e, nullptr);
+  rdma_cm_id* s = e->id;
+  rdma_ack_cm_event(e);
+  ASSERT_EQ(rdma_reject(s, nullptr, 0), 0);
+  expect(RDMA_CM_EVENT_REJECTED);
+  close(c);
+  rdma_destroy_id(s);
 }
 
 // rdma_reject(3): the active side gets RDMA_CM_EVENT_REJECTED with the REJ's reason, 28

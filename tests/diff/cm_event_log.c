@@ -62,6 +62,18 @@ int rdma_get_cm_event(struct rdma_event_channel* channel, struct rdma_cm_event**
   return ret;
 }
 
+// The program's own rdma_disconnect(3), logged as "ID disconnect() status=RET": what an id gets
+// after it depends on whether the program waits for it before it exits (rping's client does not).
+int rdma_disconnect(struct rdma_cm_id* id) {
+  static int (*next)(struct rdma_cm_id*);
+  if (!next) next = (int (*)(struct rdma_cm_id*))dlsym(RTLD_NEXT, __func__);
+  const int ret = next(id);
+  char line[96];
+  snprintf(line, sizeof line, "%p disconnect() status=%d\n", (void*)id, ret);
+  log_line(line);
+  return ret;
+}
+
 int rdma_listen(struct rdma_cm_id* id, int backlog) {
   static int (*next)(struct rdma_cm_id*, int);
   if (!next) next = (int (*)(struct rdma_cm_id*, int))dlsym(RTLD_NEXT, __func__);

@@ -20,7 +20,10 @@ Normalised form, one block per tool:
   TOOL client id: ADDR_RESOLVED ROUTE_RESOLVED ESTABLISHED DISCONNECTED
   TOOL mad client>server REQ                                  (the MADs in wire order)
 Ids are anonymous and their lines sorted: which of several connections is served first is
-timing, not protocol. A non-zero event status is kept (REJECTED(28)). The comparison keeps the
+timing, not protocol. A non-zero event status is kept (REJECTED(28)). An id's disconnection is one
+word, "teardown", from its first DISCONNECTED or its program's own rdma_disconnect (logged as
+"disconnect()") on: which side disconnects first when both do, and whether a program waits for
+its DISCONNECTED before it exits (rping's client does not), are timing. The comparison keeps the
 MADs up to the first DREQ in order and sums up the rest as the kinds of message seen
 ("TOOL mad teardown DREQ DREP"): when both programs disconnect at once, which DREQ leaves first,
 whether both do, and when each is answered are timing (rxe shows all of these run to run).
@@ -92,8 +95,12 @@ def event_lines(path):
         return ["(no events logged)"]
     for line in lines:
         ident, event, status = line.split()
+        seq = seqs.setdefault(ident, [])
+        if seq and seq[-1] == "teardown":
+            continue
         code = int(status.split("=")[1])
-        seqs.setdefault(ident, []).append(event + (f"({code})" if code else ""))
+        teardown = event in ("disconnect()", "DISCONNECTED", "TIMEWAIT_EXIT")
+        seq.append("teardown" if teardown else event + (f"({code})" if code else ""))
     return sorted(" ".join(s) for s in seqs.values())
 
 

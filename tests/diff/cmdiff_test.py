@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """cmdiff.py's comparison on made-up observations: equal runs pass; a changed MAD, a changed event
-or a stale documented difference fails; a documented difference is applied; ids are anonymous and
-teardowns summed up. Usage: cmdiff_test.py DIR (scratch directory)."""
+or a stale documented difference fails; a documented difference is applied; ids are anonymous
+and disconnections (events and MADs) summed up.
+Usage: cmdiff_test.py DIR (scratch directory)."""
 import os
 import subprocess
 import sys
@@ -28,14 +29,17 @@ def main():
     os.makedirs(f"{d}/sim", exist_ok=True)
     write(f"{d}/sim/t.server.events", "0x1 CONNECT_REQUEST status=0\n0x2 CONNECT_REQUEST status=0\n"
           "0x2 ESTABLISHED status=0\n0x1 ESTABLISHED status=0\n")
-    write(f"{d}/sim/t.client.events", "0x9 REJECTED status=28\n")
+    write(f"{d}/sim/t.client.events", "0x9 REJECTED status=28\n0x8 ESTABLISHED status=0\n"
+          "0x8 disconnect() status=0\n0x8 DISCONNECTED status=0\n")
     write(f"{d}/sim/t.mads", "client>server REQ\nserver>client REP\nclient>server DREQ\n"
           "server>client DREQ\nserver>client DREP\n")
     same = ("t server id: CONNECT_REQUEST ESTABLISHED\nt server id: CONNECT_REQUEST ESTABLISHED\n"
-            "t client id: REJECTED(28)\nt mad client>server REQ\nt mad server>client REP\n"
+            "t client id: ESTABLISHED teardown\nt client id: REJECTED(28)\nt mad client>server REQ\n"
+            "t mad server>client REP\n"
             "t mad server>client DREQ\nt mad client>server DREP\n")
     cases = [
-        ("equal (ids anonymous, teardown summed up)", same, "", 0),
+        ("equal (ids anonymous, disconnections and teardown MADs summed up)",
+         same, "", 0),
         ("a MAD differs", same.replace("server>client REP", "server>client REJ reason=8"), "", 1),
         ("an event differs", same.replace("REJECTED(28)", "REJECTED(8)"), "", 1),
         ("documented", same.replace("REJECTED(28)", "REJECTED(8)"),

@@ -200,9 +200,9 @@ class Bootstrap {
   // ---- events ----------------------------------------------------------------------------
 
   /**
-   * How long to poll the channel before asking for an event anyway. Short: on the simulator the
-   * CM handles the MADs that arrived only when a program calls into it (rdma_get_cm_event),
-   * not by itself as a kernel does, so the descriptor becomes readable only then.
+   * How long to poll the channel before asking for an event anyway. Short: in the simulator's
+   * lockstep clock the CM handles the MADs that arrived only when a program calls into it
+   * (rdma_get_cm_event), not by itself as a kernel does (docs/connection-management.md).
    */
   int waitMs() const {
     Clock::time_point until = deadline_;
