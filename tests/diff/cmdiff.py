@@ -16,17 +16,20 @@ rxe (two QEMU guests); run-cm-diff collects, per tool, the CM events each side t
       seen fails too.
 
 Normalised form, one block per tool:
-  TOOL server id: CONNECT_REQUEST ESTABLISHED DISCONNECTED     (one line per rdma_cm id)
-  TOOL client id: ADDR_RESOLVED ROUTE_RESOLVED ESTABLISHED DISCONNECTED
-  TOOL mad client>server REQ                                  (the MADs in wire order)
+  TOOL server id: CONNECT_REQUEST ESTABLISHED teardown   (one line per rdma_cm id)
+  TOOL client id: ADDR_RESOLVED ROUTE_RESOLVED ESTABLISHED teardown
+  TOOL mad c:REQ s:REP c:RTU                            (one line per exchange: c sent, s sent)
+  TOOL mad teardown DREP DREQ
 Ids are anonymous and their lines sorted: which of several connections is served first is
 timing, not protocol. A non-zero event status is kept (REJECTED(28)). An id's disconnection is one
 word, "teardown", from its first DISCONNECTED or its program's own rdma_disconnect (logged as
 "disconnect()") on: which side disconnects first when both do, and whether a program waits for
-its DISCONNECTED before it exits (rping's client does not), are timing. The comparison keeps the
-MADs up to the first DREQ in order and sums up the rest as the kinds of message seen
-("TOOL mad teardown DREQ DREP"): when both programs disconnect at once, which DREQ leaves first,
-whether both do, and when each is answered are timing (rxe shows all of these run to run).
+its DISCONNECTED before it exits (rping's client does not), are timing. The MADs up to the first
+DREQ are grouped by transaction ID (a REQ, its REP and RTU share one), in wire order within an
+exchange, exchanges sorted (which connection goes first is timing); the rest is summed up as
+the kinds of message seen ("TOOL mad teardown DREP DREQ"): when both programs disconnect at
+once, which DREQ leaves first, whether both do, and when each is answered are timing (rxe shows
+all of these run to run).
 """
 import collections
 import difflib
@@ -38,9 +41,9 @@ CM_ATTRS = {0x10: "REQ", 0x11: "MRA", 0x12: "REJ", 0x13: "REP", 0x14: "RTU", 0x1
 
 
 def read_mads(pcap, server_ip):
-    """(direction, name, dport, reason) of every MAD to QP1, in capture order."""
-    fields = ["ip.src", "infiniband.mad.attributeid", "infiniband.cm.req.serviceid.dport",
-              "infiniband.cm.rej.reason"]
+    """(transaction ID, direction, name, dport, reason) of every MAD to QP1, in capture order."""
+    fields = ["ip.src", "infiniband.mad.transactionid", "infiniband.mad.attributeid",
+              "infiniband.cm.req.serviceid.dport", "infiniband.cm.rej.reason"]
     cmd = ["tshark", "-r", pcap, "--disable-heuristic", "rpcrdma_infiniband", "-Y",
            "infiniband.bth.destqp == 1", "-T", "fields", "-E", "separator=|"]
     for f in fields:
@@ -48,12 +51,14 @@ def read_mads(pcap, server_ip):
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     mads = []
     for row in out.splitlines():
-        src, attr, dport, reason = (row.split("|") + ["", "", "", ""])[:4]
+        src, tid, attr, dport, reason = (row.split("|") + [""] * 5)[:5]
         if not attr:
             continue
         name = CM_ATTRS.get(int(attr, 16), f"attr{attr}")
-        who = "server>client" if src == server_ip else "client>server"
-        mads.append((who, name, int(dport, 16) if dport else None, reason))
+        if name == "REJ" and reason:
+            name += f"({int(reason, 16)})"
+        who = "s" if src == server_ip else "c"
+        mads.append((tid, who, name, int(dport, 16) if dport else None))
     return mads
 
 
@@ -62,15 +67,13 @@ def split_mads(mads, portmap):
     by_port = {port: tool for tool, port in portmap.items() if port != "sidr"}
     sidr_tool = next((t for t, p in portmap.items() if p == "sidr"), None)
     per_tool, current = collections.defaultdict(list), None
-    for who, name, dport, reason in mads:
+    for tid, who, name, dport in mads:
         if name == "REQ" and dport in by_port:
             current = by_port[dport]
         elif name == "SIDR_REQ" and sidr_tool:
             current = sidr_tool
-        if current is None:
-            continue
-        line = f"{who} {name}" + (f" reason={int(reason, 16)}" if name == "REJ" and reason else "")
-        per_tool[current].append(line)
+        if current is not None:
+            per_tool[current].append(f"{tid} {who}:{name}")
     return per_tool
 
 
@@ -104,41 +107,36 @@ def event_lines(path):
     return sorted(" ".join(s) for s in seqs.values())
 
 
+def mad_lines(path):
+    """One line per exchange up to the first DREQ (its MADs by transaction ID, in wire order:
+    "c:REQ s:REP c:RTU"), sorted; then the kinds of message seen after it ("teardown DREP DREQ")."""
+    try:
+        rows = [l.split() for l in open(path).read().splitlines() if l]
+    except FileNotFoundError:
+        return ["(no capture)"]
+    exchanges, teardown = collections.OrderedDict(), set()
+    for tid, msg in rows:
+        if teardown or msg.endswith(":DREQ"):
+            teardown.add(msg.split(":")[1])
+        else:
+            exchanges.setdefault(tid, []).append(msg)
+    out = sorted(" ".join(e) for e in exchanges.values())
+    return out + (["teardown " + " ".join(sorted(teardown))] if teardown else [])
+
+
 def normalise(d, tool):
     out = [f"{tool} server id: {s}" for s in event_lines(f"{d}/{tool}.server.events")]
     out += [f"{tool} client id: {s}" for s in event_lines(f"{d}/{tool}.client.events")]
-    try:
-        out += [f"{tool} mad {m}" for m in open(f"{d}/{tool}.mads").read().splitlines()]
-    except FileNotFoundError:
-        out.append(f"{tool} mad (no capture)")
-    return out
-
-
-def summarise_teardown(lines):
-    """MAD lines up to the first DREQ as they are; the rest as one line of the kinds seen."""
-    out, rest = [], []
-    for line in lines:
-        tool, kind, text = line.split(" ", 2)
-        if kind == "mad" and (rest or text.split()[-1] == "DREQ"):
-            rest.append((tool, text.split()[1]))
-        else:
-            out.append(line)
-    if rest:
-        out.append(f"{rest[0][0]} mad teardown " + " ".join(sorted({name for _, name in rest})))
-    return out
+    return out + [f"{tool} mad {m}" for m in mad_lines(f"{d}/{tool}.mads")]
 
 
 def observations(src, tools):
-    """A run directory's or a recorded file's lines for these tools, teardowns summed up."""
+    """A run directory's normalised lines, or those of a recorded file, for these tools."""
     import os
     if os.path.isdir(src):
-        lines = [line for t in tools for line in normalise(src, t)]
-    else:
-        lines = [l for l in open(src).read().splitlines() if l and not l.startswith("#")]
-    out = []
-    for t in tools:
-        out += summarise_teardown([l for l in lines if l.split(" ", 1)[0] == t])
-    return out
+        return [line for t in tools for line in normalise(src, t)]
+    lines = [l for l in open(src).read().splitlines() if l and not l.startswith("#")]
+    return [l for l in lines if l.split(" ", 1)[0] in tools]
 
 
 def read_known(path):

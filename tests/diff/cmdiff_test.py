@@ -31,16 +31,15 @@ def main():
           "0x2 ESTABLISHED status=0\n0x1 ESTABLISHED status=0\n")
     write(f"{d}/sim/t.client.events", "0x9 REJECTED status=28\n0x8 ESTABLISHED status=0\n"
           "0x8 disconnect() status=0\n0x8 DISCONNECTED status=0\n")
-    write(f"{d}/sim/t.mads", "client>server REQ\nserver>client REP\nclient>server DREQ\n"
-          "server>client DREQ\nserver>client DREP\n")
+    write(f"{d}/sim/t.mads", "0x1 c:REQ\n0x2 c:REQ\n0x2 s:REP\n0x1 s:REP\n0x1 c:RTU\n0x2 c:RTU\n"
+          "0x3 c:DREQ\n0x4 s:DREQ\n0x4 c:DREP\n")
     same = ("t server id: CONNECT_REQUEST ESTABLISHED\nt server id: CONNECT_REQUEST ESTABLISHED\n"
-            "t client id: ESTABLISHED teardown\nt client id: REJECTED(28)\nt mad client>server REQ\n"
-            "t mad server>client REP\n"
-            "t mad server>client DREQ\nt mad client>server DREP\n")
+            "t client id: ESTABLISHED teardown\nt client id: REJECTED(28)\n"
+            "t mad c:REQ s:REP c:RTU\nt mad c:REQ s:REP c:RTU\nt mad teardown DREP DREQ\n")
     cases = [
-        ("equal (ids anonymous, disconnections and teardown MADs summed up)",
+        ("equal (ids anonymous, exchanges by transaction, disconnections summed up)",
          same, "", 0),
-        ("a MAD differs", same.replace("server>client REP", "server>client REJ reason=8"), "", 1),
+        ("a MAD differs", same.replace("c:REQ s:REP c:RTU\n", "c:REQ s:REJ(8)\n", 1), "", 1),
         ("an event differs", same.replace("REJECTED(28)", "REJECTED(8)"), "", 1),
         ("documented", same.replace("REJECTED(28)", "REJECTED(8)"),
          "x | t | client id: REJECTED(28) | client id: REJECTED(8) | why | source\n", 0),
