@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
     }
   }
   const long long wall_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - between).count();
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - between)
+          .count();
   bench::post_signaled_write(a, b, 2);
   for (int done = 0; done < 2;) {
     ibv_wc wc{};
