@@ -32,9 +32,8 @@ using std::chrono::milliseconds;
 
 constexpr int kResolveMs = 2000;  // one address or route resolution; retried until the deadline
 constexpr milliseconds kFirstBackoff{50}, kMaxBackoff{1000};
-constexpr uint8_t kRdAtomic = 1;
-constexpr int kPollSliceMs =
-    5;  // see Bootstrap::waitMs  // as Pair::connect(Address): max_rd_atomic, max_dest_rd_atomic
+constexpr uint8_t kRdAtomic = 1;  // as Pair::connect(Address): max_rd_atomic, max_dest_rd_atomic
+constexpr int kPollSliceMs = 5;   // see Bootstrap::waitMs
 
 /** The channel and every id that outlives the bootstrap, destroyed ids first. */
 struct CmResources {
