@@ -216,4 +216,42 @@ TEST_F(RdmaCmRules, DestroyingAnIdDropsItsUnreadEvents) {
   rdma_destroy_id(other);
 }
 
+// A REQ for another QP type than the listener's is refused: the passive side's id takes the
+// REQ's type (cm_req_get_qp_type: transport 3 with extended type 1 is XRC), rdma_cm refuses a
+// type its listener does not serve (cma.c cma_ib_check_req_qp_type), and the CM rejects for its
+// consumer (reason 28). Here an XRC initiator meets an RC listener, both on RDMA_PS_IB.
+TEST_F(RdmaCmRules, RequestOfAnotherQpTypeThanTheListenersIsRejected) {
+  rdma_addrinfo hints{};
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_port_space = RDMA_PS_IB;
+  hints.ai_qp_type = IBV_QPT_RC;
+  rdma_addrinfo* res = nullptr;
+  ASSERT_EQ(rdma_getaddrinfo("192.0.2.2", "7999", &hints, &res), 0);
+  rdma_cm_id* rc_listener = nullptr;
+  ibv_qp_init_attr attr{};
+  attr.cap.max_send_wr = attr.cap.max_recv_wr = 1;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  ASSERT_EQ(rdma_create_ep(&rc_listener, res, nullptr, &attr), 0) << strerror(errno);
+  rdma_freeaddrinfo(res);
+  ASSERT_EQ(rdma_listen(rc_listener, 1), 0);
+
+  hints = rdma_addrinfo{};
+  hints.ai_port_space = RDMA_PS_IB;
+  hints.ai_qp_type = IBV_QPT_XRC_SEND;
+  ASSERT_EQ(rdma_getaddrinfo("192.0.2.2", "7999", &hints, &res), 0);
+  rdma_cm_id* xrc = nullptr;
+  attr = ibv_qp_init_attr{};
+  attr.cap.max_send_wr = attr.cap.max_send_sge = 1;
+  ASSERT_EQ(rdma_create_ep(&xrc, res, nullptr, &attr), 0) << strerror(errno);
+  rdma_freeaddrinfo(res);
+  errno = 0;
+  EXPECT_EQ(rdma_connect(xrc, nullptr), -1);  // a synchronous id: the REJ is its answer
+  EXPECT_EQ(errno, ECONNREFUSED);
+  ASSERT_NE(xrc->event, nullptr);
+  EXPECT_EQ(xrc->event->event, RDMA_CM_EVENT_REJECTED);
+  EXPECT_EQ(xrc->event->status, 28);
+  rdma_destroy_ep(xrc);
+  rdma_destroy_ep(rc_listener);
+}
+
 }  // namespace
