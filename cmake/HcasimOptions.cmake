@@ -8,6 +8,13 @@ if(HCASIM_FUZZ AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
                       "(CMAKE_CXX_COMPILER=clang++), or run scripts/fuzz")
 endif()
 
+# HCASIM_ASAN_RUNTIME: with ASan, the runtime a program that is not itself sanitized must preload
+# first (LD_PRELOAD) to load our sanitized libraries (the drop-in libibverbs and librdmacm).
+if(HCASIM_SANITIZE MATCHES "address")
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so OUTPUT_VARIABLE HCASIM_ASAN_RUNTIME
+                  OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()
+
 # hcasim_target_defaults(<target>): warnings and sanitizer flags for one of our targets.
 function(hcasim_target_defaults tgt)
   target_compile_features(${tgt} PRIVATE cxx_std_17)

@@ -49,12 +49,7 @@ void Cm::serve() {
       std::lock_guard<std::recursive_mutex> g(mu_);
       next = collect_waits(fds);
     }
-    int ms = kServiceWaitMs;
-    if (next) {
-      const uint64_t now = cm_now_ns();
-      ms = next <= now ? 0 : std::min<int>(ms, int((next - now + 999999) / 1000000));
-    }
-    poll(fds.data(), nfds_t(fds.size()), ms);
+    poll(fds.data(), nfds_t(fds.size()), cm_wait_ms(next, kServiceWaitMs));
     uint64_t drained;
     if (read(wake_fd_, &drained, sizeof drained) < 0) { /* not woken: a MAD or a timer */
     }

@@ -40,6 +40,13 @@ inline uint64_t cm_now_ns() {
 }
 /** @brief An IBTA timeout field (5 bits) in ns: 4.096 us * 2^t. */
 constexpr uint64_t cm_timeout_ns(uint8_t t) { return 4096ull << (t > 31 ? 31 : t); }
+/** @brief How long to wait, at most @p cap_ms, for the deadline @p next_ns (0: none) to come. */
+inline int cm_wait_ms(uint64_t next_ns, int cap_ms) {
+  if (!next_ns) return cap_ms;
+  const uint64_t now = cm_now_ns();
+  const uint64_t until = next_ns <= now ? 0 : (next_ns - now + 999999) / 1000000;
+  return until < uint64_t(cap_ms) ? int(until) : cap_ms;
+}
 
 /** @brief Connection states (IBTA 12.9.6's, as the Linux CM names them). */
 enum class CmState : uint8_t {

@@ -303,12 +303,7 @@ void Cm::wait(int max_ms, int also_fd) {
     next = collect_waits(fds);
     if (!agents_.empty()) link = &agents_.rbegin()->second->link();
   }
-  int ms = max_ms;
-  if (next) {
-    const uint64_t now = cm_now_ns();
-    const int until = next <= now ? 0 : int((next - now + 999999) / 1000000);
-    if (until < ms) ms = until;
-  }
+  const int ms = cm_wait_ms(next, max_ms);
   // Lockstep: the devices run only while someone waits; in realtime this returns at once.
   if (link && link->wait_progress()) return;
   if (link) fds.push_back({link->activity_fd(), POLLIN, 0});

@@ -102,19 +102,18 @@ int Ucma::init_qp_attr(UcmaChannel& ch, const void* in, size_t len) {
     case IBV_QPS_RTS:
       a.qp_attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
       a.sq_psn = ud ? 0 : id->psn;
-      // Types that send requests retry them; an XRC target only needs its ACK timeout
-      // (cm.c: cm_init_qp_rts_attr).
-      if (id->qp_type == IBV_QPT_RC || id->qp_type == IBV_QPT_XRC_SEND) {
-        if (!id->cm) return -EINVAL;
-        a.qp_attr_mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-        a.retry_cnt = id->retry_count;
-        a.rnr_retry = id->rnr_retry_count;
-        a.max_rd_atomic = id->initiator_depth;
-      }
+      // Reliable types get their ACK timeout; those that send requests also retry them (an XRC
+      // target sends none) (cm.c: cm_init_qp_rts_attr).
       if (id->qp_type == IBV_QPT_RC || id->qp_type == IBV_QPT_XRC_SEND || id->qp_type == IBV_QPT_XRC_RECV) {
         if (!id->cm) return -EINVAL;
         a.qp_attr_mask |= IBV_QP_TIMEOUT;
         a.timeout = id->ack_timeout;
+      }
+      if (id->qp_type == IBV_QPT_RC || id->qp_type == IBV_QPT_XRC_SEND) {
+        a.qp_attr_mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        a.retry_cnt = id->retry_count;
+        a.rnr_retry = id->rnr_retry_count;
+        a.max_rd_atomic = id->initiator_depth;
       }
       break;
     default: return -EINVAL;

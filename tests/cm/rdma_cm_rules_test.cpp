@@ -12,15 +12,9 @@
 #include <cstring>
 #include <string>
 
-namespace {
+#include "sockaddr_util.h"
 
-sockaddr_in addr(const char* ip, uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  inet_pton(AF_INET, ip, &a.sin_addr);
-  return a;
-}
+namespace {
 
 class RdmaCmRules : public ::testing::Test {
  protected:

@@ -16,6 +16,8 @@
 
 #include "hcasim/ucma.h"
 
+#include "sockaddr_util.h"
+
 namespace {
 
 // Event numbers (librdmacm's enum rdma_cm_event_type; the kernel's include/rdma/rdma_cm.h).
@@ -41,14 +43,6 @@ int cmd(int fd, uint32_t op, const T& c) {
     T c;
   } __attribute__((packed)) m{{op, uint16_t(sizeof c), 0}, c};
   return hcasim_ucma_write(fd, &m, sizeof m) == ssize_t(sizeof m) ? 0 : errno;
-}
-
-sockaddr_in addr(const char* ip, uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  inet_pton(AF_INET, ip, &a.sin_addr);
-  return a;
 }
 
 uint32_t create_id(int fd, uint64_t uid, uint16_t ps = RDMA_PS_TCP, uint8_t qp_type = IBV_QPT_RC) {

@@ -14,14 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      fprintf(stderr, "scenario: FAILED: " __VA_ARGS__); \
-      fprintf(stderr, "\n");                             \
-      exit(1);                                           \
-    }                                                    \
-  } while (0)
+#include "scn_check.h"
 
 struct end {
   struct rdma_cm_id* id;

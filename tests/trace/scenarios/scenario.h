@@ -22,20 +22,13 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "scn_check.h"
+
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
 #define SCN_BUF_SIZE (64 * 1024)
-
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (!(cond)) {                                       \
-      fprintf(stderr, "scenario: FAILED: " __VA_ARGS__); \
-      fprintf(stderr, "\n");                             \
-      exit(1);                                           \
-    }                                                    \
-  } while (0)
 
 struct host {
   const char* name;
