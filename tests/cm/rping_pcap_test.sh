@@ -1,18 +1,18 @@
 #!/bin/sh
-# rping_pcap_test.sh HCASIM DIR: an unmodified rping pair on the fabric with a pcap; tshark must
+# rping_pcap_test.sh HCASIM SHIM DIR: an unmodified rping pair on the fabric with a pcap; tshark must
 # dissect every frame cleanly and show the connection made by the CM (ConnectRequest,
 # ConnectReply, ReadyToUse on QP1), then rping's RC traffic, then the disconnection
 # (DisconnectRequest, DisconnectReply). Skips (77) without tshark or rping.
 set -eu
-hcasim=$1; dir=$2
+hcasim=$1; shim=$2; dir=$3
 here=$(cd "$(dirname "$0")" && pwd)
 command -v tshark >/dev/null 2>&1 || { echo "rping_pcap_test: tshark not installed"; exit 77; }
 command -v rping >/dev/null 2>&1 || { echo "rping_pcap_test: rping not installed"; exit 77; }
 mkdir -p "$dir"
 pcap=$dir/rping.pcap
 rm -f "$pcap"
-"$hcasim" run --pcap "$pcap" -- rping -s -a 192.0.2.1 -V -C 20 \
-  ::: "$here/retry" 20 -- rping -c -a 192.0.2.1 -V -C 20 >"$dir/out" 2>&1 ||
+"$here/cm-pair" "$hcasim" "$shim" --pcap "$pcap" -- rping -s -a 192.0.2.1 -V -C 20 \
+  ::: rping -c -a 192.0.2.1 -V -C 20 >"$dir/out" 2>&1 ||
   { cat "$dir/out"; echo "rping_pcap_test: rping failed" >&2; exit 1; }
 rows=$(tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband -T fields -E separator='|' \
   -e frame.protocols -e _ws.col.Info -e _ws.malformed -e _ws.expert 2>/dev/null)
