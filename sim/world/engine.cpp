@@ -15,6 +15,7 @@
 #include <systemc>
 
 #include "dma_engine.h"
+#include "parked_wakes.h"
 
 // libsystemc references sc_main; programs that load the simulator never call it.
 int sc_main(int, char**) { return 1; }
@@ -79,12 +80,11 @@ void Engine::ensure_started() {
 bool Engine::pending() {
   std::lock_guard<std::recursive_mutex> g(mu_);
   ensure_started();
-  return sc_core::sc_pending_activity();
+  return next_event_ps() != ~0ull;
 }
 
-uint64_t Engine::next_event_ps() const {
-  return sc_core::sc_pending_activity() ? now_ps() + sc_core::sc_time_to_pending_activity().value() : ~0ull;
-}
+// Timed wake-ups that no longer matter (parked_wakes.h) are not the model's next event.
+uint64_t Engine::next_event_ps() const { return model::next_activity_ps(); }
 
 bool Engine::step() {
   const uint64_t next = next_event_ps();
@@ -104,7 +104,7 @@ bool Engine::run_until_visible(uint64_t* pace_ns) {
     }
   }
   ensure_started();
-  if (!sc_core::sc_pending_activity()) return false;
+  if (next_event_ps() == ~0ull) return false;
   // One sc_start() runs until the first software-visible effect pauses the kernel at the end
   // of that delta cycle, until nothing is left to do (starvation: time does not jump), or for
   // at most one wait quantum of simulated time: a device retrying forever (RNR retry 7, a lost
@@ -114,10 +114,10 @@ bool Engine::run_until_visible(uint64_t* pace_ns) {
   const uint64_t deadline = now_ps() + kWaitQuantumPs;
   InKernel k;
   model::pause_on_visible(true);
-  while (sc_core::sc_pending_activity() && epoch.load(std::memory_order_relaxed) == start_epoch) {
+  while (epoch.load(std::memory_order_relaxed) == start_epoch) {
+    const uint64_t next = next_event_ps();
     const uint64_t now = now_ps();
-    if (now >= deadline) break;
-    const uint64_t next = now + sc_core::sc_time_to_pending_activity().value();
+    if (next == ~0ull || now >= deadline) break;
     if (next > deadline) {
       // The next event (a retry timer) lies beyond the quantum: the program waited that long,
       // in wall time too when pacing.
@@ -140,8 +140,9 @@ bool Engine::run_until_visible(uint64_t* pace_ns) {
     }
     idle_gap_ = false;
     // Runs events up to the deadline; returns early on a pause (visible effect) or when
-    // nothing is left before the deadline.
-    sc_core::sc_start(sc_core::sc_time::from_value(deadline - now), sc_core::SC_EXIT_ON_STARVATION);
+    // nothing is left before the deadline, and never runs into a parked wake-up.
+    const uint64_t run = model::parked_clear_run_ps(deadline - now);
+    sc_core::sc_start(sc_core::sc_time::from_value(run), sc_core::SC_EXIT_ON_STARVATION);
   }
   model::pause_on_visible(false);
   ++steps_;
@@ -214,7 +215,7 @@ void Engine::idle_round(bool& ran) {
     return;
   }
   uint64_t pace = 0;
-  if (sc_core::sc_pending_activity()) ran = run_until_visible(&pace) && !pace;
+  if (next_event_ps() != ~0ull) ran = run_until_visible(&pace) && !pace;
   g.unlock();
   if (pace) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<uint64_t>(pace, 1'000'000)));
 }
