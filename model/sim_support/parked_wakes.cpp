@@ -23,9 +23,10 @@ Parking& parking() {
   return *p;
 }
 
+// One query: with nothing pending, the kernel answers with the time left to sc_max_time().
 uint64_t kernel_next_ps() {
-  if (!sc_core::sc_pending_activity()) return ~0ull;
-  return sc_core::sc_time_stamp().value() + sc_core::sc_time_to_pending_activity().value();
+  const uint64_t next = sc_core::sc_time_stamp().value() + sc_core::sc_time_to_pending_activity().value();
+  return next >= sc_core::sc_max_time().value() ? ~0ull : next;
 }
 }  // namespace
 

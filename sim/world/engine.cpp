@@ -104,7 +104,8 @@ bool Engine::run_until_visible(uint64_t* pace_ns) {
     }
   }
   ensure_started();
-  if (next_event_ps() == ~0ull) return false;
+  uint64_t next = next_event_ps();
+  if (next == ~0ull) return false;
   // One sc_start() runs until the first software-visible effect pauses the kernel at the end
   // of that delta cycle, until nothing is left to do (starvation: time does not jump), or for
   // at most one wait quantum of simulated time: a device retrying forever (RNR retry 7, a lost
@@ -114,10 +115,10 @@ bool Engine::run_until_visible(uint64_t* pace_ns) {
   const uint64_t deadline = now_ps() + kWaitQuantumPs;
   InKernel k;
   model::pause_on_visible(true);
-  while (epoch.load(std::memory_order_relaxed) == start_epoch) {
-    const uint64_t next = next_event_ps();
+  // (The epoch is checked before the next event is asked for: a wait usually ends on news.)
+  while (epoch.load(std::memory_order_relaxed) == start_epoch && next != ~0ull) {
     const uint64_t now = now_ps();
-    if (next == ~0ull || now >= deadline) break;
+    if (now >= deadline) break;
     if (next > deadline) {
       // The next event (a retry timer) lies beyond the quantum: the program waited that long,
       // in wall time too when pacing.
@@ -143,6 +144,7 @@ bool Engine::run_until_visible(uint64_t* pace_ns) {
     // nothing is left before the deadline, and never runs into a parked wake-up.
     const uint64_t run = model::parked_clear_run_ps(deadline - now);
     sc_core::sc_start(sc_core::sc_time::from_value(run), sc_core::SC_EXIT_ON_STARVATION);
+    if (epoch.load(std::memory_order_relaxed) == start_epoch) next = next_event_ps();
   }
   model::pause_on_visible(false);
   ++steps_;
