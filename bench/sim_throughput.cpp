@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "sim_throughput: --kernel-only needs a count > 0\n");
       return 2;
     }
-    std::printf("SystemC kernel alone: %.2f M timed method wake-ups per wall-second\n", kernel_wakeups_per_s(n) / 1e6);
+    std::printf("SystemC kernel alone: %.2f M timed method wake-ups per wall-second\n",
+                kernel_wakeups_per_s(n) / 1e6);
     return 0;
   }
   for (int i = 1; i < argc; ++i) {
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--no-kernel")) {
       kernel = false;
     } else {
-      std::fprintf(stderr, "usage: sim_throughput [--ops N] [--size BYTES] [--no-kernel] | --kernel-only N\n");
+      std::fprintf(stderr,
+                   "usage: sim_throughput [--ops N] [--size BYTES] [--no-kernel] | --kernel-only N\n");
       return 2;
     }
   }
