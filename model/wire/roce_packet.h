@@ -16,7 +16,7 @@
  *
  * Hot path: the simulator builds and parses one frame per packet at more than
  * a million packets per second, so nothing here allocates, touches iostreams
- * or loops per byte except the checksums themselves (zlib's crc32 for the ICRC,
+ * or loops per byte except the checksums themselves (crc32.h's CRC-32 for the ICRC,
  * an 8-bytes-at-a-time one's-complement sum for IP/UDP).
  *
  * Byte order: every multi-byte field of hcasim::wire::Headers is in host order, except
