@@ -154,6 +154,7 @@ void Hca::on_rx(PacketPtr pkt) {
       core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");
   if (!l.qp) {
     ++rx_dropped_;
+    if (f.h.dest_qp == hw::kGsiQpn) answer_without_cm(f);
     return;
   }
   rx_ready_ps_ = std::max(now_ps() + l.latency_ps, rx_ready_ps_);
