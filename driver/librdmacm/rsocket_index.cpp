@@ -44,15 +44,19 @@ Config load_config() {
   read_value(dir, "rqsize_default", c.rqsize);
   if (read_value(dir, "mem_default", c.mem) && c.mem < 1) c.mem = 1;
   if (read_value(dir, "wmem_default", c.wmem) && c.wmem < kSndLowat) c.wmem = kSndLowat << 1;
-  if (read_value(dir, "iomap_size", c.iomap_size))  // only sizes the 8-bit scale can carry
-    c.iomap_size = static_cast<uint16_t>(scale_of(value_of(c.iomap_size)));
+  // Rounded down to a size the 8-bit scale carries, as rdma-core means to (its 44 applies the
+  // two conversions the other way round, which garbles sizes above 128).
+  if (read_value(dir, "iomap_size", c.iomap_size))
+    c.iomap_size = static_cast<uint16_t>(value_of(static_cast<uint8_t>(scale_of(c.iomap_size))));
   return c;
 }
 
 }  // namespace
 
 const Config& config() {
+  const int e = errno;  // absent files are no error of the caller's
   static const Config c = load_config();
+  errno = e;
   return c;
 }
 
