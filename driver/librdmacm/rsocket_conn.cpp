@@ -508,7 +508,10 @@ HCASIM_RDMACM_EXPORT int rconnect(int socket, const sockaddr* addr, socklen_t ad
   const bool nonblock = rs->fd_flags & O_NONBLOCK;
   if (set_nonblock(rs->cm_id->channel->fd, nonblock)) return -1;
   if (!do_connect(*rs, l)) return 0;
-  if (errno != EINPROGRESS) return -1;
+  if (errno != EINPROGRESS) {
+    rs->err = 0;  // reported here, so not pending (SO_ERROR)
+    return -1;
+  }
   l.unlock();
   svc_watch(rs);  // the service reads its next CM events and finishes the connection
   return err(EINPROGRESS);

@@ -777,12 +777,14 @@ TEST(RsocketRules, NonblockingConnectIsEinprogressThenWritable) {
   EXPECT_EQ(rfcntl(fd, F_GETFL), O_NONBLOCK);
   sockaddr_in a = addr("192.0.2.2", l.port);
   errno = 0;
-  ASSERT_EQ(rconnect(fd, sa(a), sizeof a), -1);
-  ASSERT_EQ(errno, EINPROGRESS);
-  errno = 0;
-  EXPECT_EQ(rconnect(fd, sa(a), sizeof a), -1);
-  EXPECT_EQ(errno, EALREADY);
   auto accepted = std::async(std::launch::async, [&] { return raccept(l.fd, nullptr, nullptr); });
+  const int ret = rconnect(fd, sa(a), sizeof a);
+  if (ret) {  // it may also have connected at once
+    ASSERT_EQ(errno, EINPROGRESS);
+    errno = 0;
+    EXPECT_EQ(rconnect(fd, sa(a), sizeof a), -1);
+    EXPECT_TRUE(errno == EALREADY || errno == EISCONN) << strerror(errno);
+  }
   pollfd pf{fd, POLLOUT, 0};
   ASSERT_EQ(rpoll(&pf, 1, 10000), 1);
   EXPECT_EQ(pf.revents, POLLOUT);
@@ -802,11 +804,13 @@ TEST(RsocketRules, NonblockingConnectIsEinprogressThenWritable) {
   sockaddr_in nobody = addr("192.0.2.2", next_port++);
   errno = 0;
   ASSERT_EQ(rconnect(lone, sa(nobody), sizeof nobody), -1);
-  ASSERT_EQ(errno, EINPROGRESS);
-  pf = pollfd{lone, POLLOUT, 0};
-  ASSERT_EQ(rpoll(&pf, 1, 10000), 1);
-  EXPECT_TRUE(pf.revents & POLLERR);
-  EXPECT_EQ(get_int(lone, SOL_SOCKET, SO_ERROR), ECONNREFUSED);
+  if (errno != ECONNREFUSED) {  // the REJ may be there before rconnect returns
+    ASSERT_EQ(errno, EINPROGRESS);
+    pf = pollfd{lone, POLLOUT, 0};
+    ASSERT_EQ(rpoll(&pf, 1, 10000), 1);
+    EXPECT_TRUE(pf.revents & POLLERR);
+    EXPECT_EQ(get_int(lone, SOL_SOCKET, SO_ERROR), ECONNREFUSED);
+  }
   EXPECT_EQ(get_int(lone, SOL_SOCKET, SO_ERROR), 0) << "reading SO_ERROR clears it";
   rclose(lone);
 }
