@@ -311,6 +311,8 @@ int write_iov(RSocket& rs, IovCursor& src, uint32_t len, uint32_t msg, bool dire
 int wait_send(RSocket& rs, Lock& l, bool nonblock);
 /// @brief The bytes of one transfer: olen (doubling up to kMaxTransfer), capped by what is left.
 uint32_t next_xfer(uint32_t& olen, size_t left);
+/// @brief CLOCK_MONOTONIC in microseconds (busy-poll budgets, rpoll timeouts, keepalive timers).
+uint64_t mono_us();
 /// @brief Whether calls on @p rs with @p flags must not block.
 bool nonblocking(const RSocket& rs, int flags);
 /// @brief Waits (or EAGAIN) while the socket is still being connected or accepted; 0 once

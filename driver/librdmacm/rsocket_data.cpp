@@ -66,12 +66,6 @@ ssize_t iov_total(const iovec* iov, int iovcnt) {
 
 namespace {
 
-uint64_t now_us() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-}
-
 /// The peer wrote entry tsgl_next of our target SGL (a credit update of sizeof(RsSge) bytes; one
 /// without a new buffer writes nothing). Read now: the completion orders the write before us.
 void sgl_updated(RSocket& rs, const ibv_wc& wc) {
@@ -226,11 +220,11 @@ int process(RSocket& rs, Lock& l, bool nonblock, const Test& test) {
 int progress(RSocket& rs, Lock& l, bool nonblock, const Test& test) {
   if (!rs.cm_id || !rs.cm_id->qp) return test(rs) ? 0 : err(ENOTCONN);
   if (nonblock) return process(rs, l, true, test);
-  const uint64_t start = now_us();
+  const uint64_t start = mono_us();
   do {  // a short busy poll first (rsocket(7) polling_time), then sleep
     if (!process(rs, l, true, test)) return 0;
     if (errno != EWOULDBLOCK) return -1;
-  } while (now_us() - start <= config().polling_time);
+  } while (mono_us() - start <= config().polling_time);
   return process(rs, l, false, test);
 }
 
@@ -273,6 +267,12 @@ int write_iov(RSocket& rs, IovCursor& src, uint32_t len, uint32_t msg, bool dire
   }
   rs.sbuf_pos = (rs.sbuf_pos + len) % rs.sbuf_size;
   return post_write(rs, sge, n, msg, !direct, len <= rs.sq_inline ? IBV_SEND_INLINE : 0, addr, rkey);
+}
+
+uint64_t mono_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
 }
 
 // ---- state tests --------------------------------------------------------------------------------

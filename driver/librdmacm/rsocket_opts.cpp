@@ -243,9 +243,8 @@ int get_rdma_opt(RSocket& rs, int optname, void* optval, socklen_t* optlen) {
 /// Copies @p src out as getpeername(2) does: truncated to *@p len, *@p len set to its size.
 int copy_addr(const sockaddr* src, sockaddr* dst, socklen_t* len) {
   if (!dst || !len) return err(EFAULT);
-  const socklen_t size = src->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
-                         : src->sa_family == AF_IB  ? sizeof(sockaddr_ib)
-                                                    : sizeof(sockaddr_in);
+  socklen_t size = addrlen_of(src);
+  if (!size) size = sizeof(sockaddr_in);  // unbound: the family only (as rdma-core)
   std::memcpy(dst, src, std::min(*len, size));
   *len = size;
   return 0;

@@ -7,7 +7,6 @@
 // which the service thread signals when a connection comes up or goes away.
 #include <poll.h>
 #include <sys/select.h>
-#include <time.h>
 
 #include <algorithm>
 #include <vector>
@@ -17,12 +16,6 @@
 
 namespace hcasim::rdmacm::rs {
 namespace {
-
-uint64_t now_us() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000000 + uint64_t(ts.tv_nsec) / 1000;
-}
 
 bool has_qp(const RSocket& rs) { return rs.cm_id && rs.cm_id->qp; }
 
@@ -137,16 +130,16 @@ using namespace hcasim::rdmacm::rs;
 
 HCASIM_RDMACM_EXPORT int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
   if (nfds && !fds) return err(EFAULT);
-  const uint64_t start = now_us();
+  const uint64_t start = mono_us();
   int ret;
   do {  // a short busy look first (polling_time), as rdma-core
     if ((ret = check_all(fds, nfds)) || !timeout) return ret;
-  } while (now_us() - start <= config().polling_time);
+  } while (mono_us() - start <= config().polling_time);
   std::vector<pollfd> rfds(nfds + 1);
   for (;;) {
     int ms = config().wake_up_interval;
     if (timeout >= 0) {
-      const int64_t left = int64_t(timeout) - int64_t((now_us() - start) / 1000);
+      const int64_t left = int64_t(timeout) - int64_t((mono_us() - start) / 1000);
       if (left <= 0) return 0;
       ms = static_cast<int>(std::min<int64_t>(left, ms));
     }

@@ -9,7 +9,6 @@
 // changes a socket's state behind the program's back writes to all of them (rs_poll_signal).
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,11 +21,7 @@
 namespace hcasim::rdmacm::rs {
 namespace {
 
-uint64_t now_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000 + uint64_t(ts.tv_nsec) / 1000000;
-}
+uint64_t now_ms() { return mono_us() / 1000; }
 
 /// What the service does for one socket.
 struct Entry {

@@ -786,7 +786,10 @@ TEST(RsocketRules, NonblockingConnectIsEinprogressThenWritable) {
     EXPECT_TRUE(errno == EALREADY || errno == EISCONN) << strerror(errno);
   }
   pollfd pf{fd, POLLOUT, 0};
+  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(rpoll(&pf, 1, 10000), 1);
+  // Woken when the connection comes up, not at rpoll's next periodic look (wake_up_interval, 5 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   EXPECT_EQ(pf.revents, POLLOUT);
   EXPECT_EQ(get_int(fd, SOL_SOCKET, SO_ERROR), 0);
   const int server = accepted.get();
@@ -1062,8 +1065,22 @@ TEST(RsocketRules, MisuseGetsTheSocketErrno) {
   six.sin_family = AF_UNIX;
   expect_errno(rconnect(fd, reinterpret_cast<sockaddr*>(&six), sizeof six), EAFNOSUPPORT,
                "an AF_UNIX address");
+  expect_errno(riomap(fd, nullptr, 16, PROT_WRITE, 0, 0), EINVAL, "riomap of no buffer");
+  char control[16];
+  iovec iov{b, sizeof b};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  expect_errno(rrecvmsg(fd, &m, 0), ENOTSUP, "ancillary data");
+  expect_errno(rsendmsg(fd, &m, 0), ENOTSUP, "ancillary data");
   EXPECT_EQ(rclose(fd), 0);
   expect_errno(rclose(fd), EBADF, "rclose twice");
+  Listener l;
+  ASSERT_GE(l.fd, 0);
+  sockaddr_in elsewhere = addr("192.0.2.2", next_port++);
+  expect_errno(rconnect(l.fd, sa(elsewhere), sizeof elsewhere), EISCONN, "rconnect on a listener");
   close(pipefd[0]);
   close(pipefd[1]);
 }
