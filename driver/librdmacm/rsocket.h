@@ -166,7 +166,6 @@ struct IomapMr {
  *        and are taken before @c mu.
  */
 struct RSocket {
-  int type = SOCK_STREAM;      ///< SOCK_STREAM (SOCK_DGRAM: see rsocket_dgram.cpp)
   int index = -1;              ///< the descriptor the program holds
   pid_t owner = 0;             ///< the process that made it (a forked child cannot use it)
   std::mutex send_mu;          ///< one sender at a time
@@ -234,8 +233,6 @@ struct RSocket {
   bool closing = false;               ///< listening: rclose has taken the queues
   RSocket* parent = nullptr;          ///< accepted: the listener, until the connection is queued there
   bool queued = false;                ///< accepted: moved to the listener's accept queue
-
-  void* dgram = nullptr;  ///< datagram state (rsocket_dgram.cpp)
 };
 
 /// @brief A test of a socket's state, evaluated with its mutex held.
@@ -245,8 +242,8 @@ using Lock = std::unique_lock<std::mutex>;
 
 // ---- descriptors (rsocket_index.cpp) ----------------------------------------------------------
 
-/// @brief A new socket of @p type with the defaults, or inheriting @p parent's sizes.
-RSocket* alloc(const RSocket* parent, int type);
+/// @brief A new stream socket with the defaults, or inheriting @p parent's sizes.
+RSocket* alloc(const RSocket* parent);
 /// @brief Records @p rs under @p index; -1 with errno on failure (ENOMEM, EBADF).
 int insert(RSocket* rs, int index);
 /// @brief Frees a stream socket's verbs resources, its id, and the socket.
@@ -355,32 +352,6 @@ int poll_sleeper_fd();
 void poll_sleep_begin(int fd);
 /// @brief poll_signal() forgets @p fd again, and its signal is drained.
 void poll_sleep_end(int fd);
-
-// ---- datagrams (rsocket_dgram.cpp) ------------------------------------------------------------
-
-/// @brief rsocket(domain, SOCK_DGRAM, ...): the descriptor, or -1 with errno.
-int dgram_socket(int domain, int flags);
-/// @brief rbind on a datagram socket.
-int dgram_bind(RSocket& rs, const sockaddr* addr, socklen_t len);
-/// @brief rconnect on a datagram socket: the default destination.
-int dgram_connect(RSocket& rs, const sockaddr* addr, socklen_t len);
-/// @brief Sends one datagram of the bytes of @p iov to @p to (or the connected peer).
-ssize_t dgram_send(RSocket& rs, const iovec* iov, int iovcnt, int flags, const sockaddr* to, socklen_t tolen);
-/// @brief Receives one datagram into @p iov, its source into @p from.
-ssize_t dgram_recv(RSocket& rs, const iovec* iov, int iovcnt, int flags, sockaddr* from, socklen_t* fromlen);
-/// @brief A datagram socket's poll events now.
-short dgram_events(RSocket& rs, short events);
-/// @brief Arms a datagram socket for rpoll: the descriptor to sleep on; @p ready its events.
-int dgram_arm(RSocket& rs, short events, short& ready);
-/// @brief Takes the completion events that woke rpoll for a datagram socket.
-void dgram_take_event(RSocket& rs);
-/// @brief rsetsockopt / rgetsockopt levels other than SOL_RDMA on a datagram socket (its UDP
-///        socket's); 1 when the option is for the rsocket layer as well.
-int dgram_setsockopt(RSocket& rs, int level, int optname, const void* optval, socklen_t optlen);
-/// @brief getpeername (@p peer) or getsockname of a datagram socket.
-int dgram_name(RSocket& rs, bool peer, sockaddr* addr, socklen_t* len);
-/// @brief Frees a datagram socket.
-void free_dgram(RSocket* rs);
 
 }  // namespace hcasim::rdmacm::rs
 

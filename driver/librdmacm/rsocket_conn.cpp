@@ -200,9 +200,9 @@ int connect_steps(RSocket& rs, Lock& l) {
           rs.state = kResolvingRoute;
           goto resolving_route;
         }
-      } else if (!(ret = rdma_resolve_route(id, to))) {
-        goto do_connect;
+        if (errno != ENOSYS) return ret;  // a CM that takes no path (RoCE's has no SA) resolves it
       }
+      if (!(ret = rdma_resolve_route(id, to))) goto do_connect;
       if (errno == EAGAIN) rs.state = kResolvingRoute;
       return ret;
     case kResolvingRoute:
@@ -298,7 +298,7 @@ bool accept_one(RSocket& ls) {
   RSocket* rs;
   {
     Lock g(ls.mu);  // the listener's sizes, which the program may still be setting
-    rs = alloc(&ls, ls.type);
+    rs = alloc(&ls);
   }
   if (!rs) {
     rdma_reject(id, nullptr, 0);
@@ -397,9 +397,12 @@ HCASIM_RDMACM_EXPORT int rsocket(int domain, int type, int protocol) {
   if ((type == SOCK_STREAM && protocol && protocol != IPPROTO_TCP) ||
       (type == SOCK_DGRAM && protocol && protocol != IPPROTO_UDP))
     return err(EPROTONOSUPPORT);
+  // Datagram rsockets are not provided: rdma-core 44's cannot run on RoCE (their local UD
+  // destination's address handle has no GRH, which a RoCE port refuses), and they resolve
+  // peers over a UDP socket that the simulated network does not carry.
+  if (type == SOCK_DGRAM) return err(EOPNOTSUPP);
   if (ucma_init()) return -1;
-  if (type == SOCK_DGRAM) return dgram_socket(domain, flags);
-  RSocket* rs = alloc(nullptr, type);
+  RSocket* rs = alloc(nullptr);
   if (!rs) return err(ENOMEM);
   if (flags & SOCK_NONBLOCK) rs->fd_flags = O_NONBLOCK;
   if (rdma_create_id(nullptr, &rs->cm_id, rs, RDMA_PS_TCP)) {
@@ -452,7 +455,6 @@ int listen_stream(RSocket& rs, int backlog) {
 HCASIM_RDMACM_EXPORT int rbind(int socket, const sockaddr* addr, socklen_t addrlen) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return dgram_bind(*rs, addr, addrlen);
   if (check_addr(addr, addrlen)) return -1;
   Lock l(rs->mu);
   if (rs->state != kInit) return err(EINVAL);
@@ -464,14 +466,12 @@ HCASIM_RDMACM_EXPORT int rbind(int socket, const sockaddr* addr, socklen_t addrl
 HCASIM_RDMACM_EXPORT int rlisten(int socket, int backlog) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return err(EOPNOTSUPP);
   return listen_stream(*rs, backlog);
 }
 
 HCASIM_RDMACM_EXPORT int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
   RSocket* ls = lookup(socket);
   if (!ls) return -1;
-  if (ls->type == SOCK_DGRAM) return err(EOPNOTSUPP);
   Lock l(ls->mu);
   if (ls->state != kListening) return err(EINVAL);
   while (ls->accept_queue.empty()) {
@@ -497,7 +497,6 @@ HCASIM_RDMACM_EXPORT int raccept(int socket, sockaddr* addr, socklen_t* addrlen)
 HCASIM_RDMACM_EXPORT int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return dgram_connect(*rs, addr, addrlen);
   if (check_addr(addr, addrlen)) return -1;
   Lock l(rs->mu);
   if (rs->state & kConnected) return err(EISCONN);

@@ -129,23 +129,20 @@ using namespace hcasim::rdmacm::rs;
 HCASIM_RDMACM_EXPORT int rshutdown(int socket, int how) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return err(EOPNOTSUPP);
   return shutdown_stream(*rs, how);
 }
 
 HCASIM_RDMACM_EXPORT int rclose(int socket) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_STREAM) {
-    uint32_t state;
-    {
-      Lock l(rs->mu);
-      state = rs->state;
-    }
-    if (state & kConnected) shutdown_stream(*rs, SHUT_RDWR);
-    svc_forget(rs);
-    if (state == kListening) close_queued(*rs);
+  uint32_t state;
+  {
+    Lock l(rs->mu);
+    state = rs->state;
   }
+  if (state & kConnected) shutdown_stream(*rs, SHUT_RDWR);
+  svc_forget(rs);
+  if (state == kListening) close_queued(*rs);
   free_socket(rs);
   return 0;
 }

@@ -60,10 +60,9 @@ const Config& config() {
   return c;
 }
 
-RSocket* alloc(const RSocket* parent, int type) {
+RSocket* alloc(const RSocket* parent) {
   auto* rs = new (std::nothrow) RSocket;
   if (!rs) return nullptr;
-  rs->type = type;
   rs->owner = getpid();
   const Config& c = config();
   rs->sbuf_size = parent ? parent->sbuf_size : c.wmem;
@@ -128,10 +127,6 @@ void drain_cq(ibv_cq* cq) {
 }  // namespace
 
 void free_socket(RSocket* rs) {
-  if (rs->type == SOCK_DGRAM) {
-    free_dgram(rs);
-    return;
-  }
   remove(rs);
   if (rs->accept_fd >= 0) close(rs->accept_fd);
   if (rs->cm_id) {

@@ -2,7 +2,7 @@
 // The stream send and receive calls (rsend, rrecv and their v / msg / to / from forms): data is
 // cut into transfers that fit the send ring and the target buffer, the first small so the
 // first bytes leave at once (rdma-core's overlap), and received data is copied out of the
-// receive buffer in the order it arrived. Datagram sockets go to rsocket_dgram.cpp.
+// receive buffer in the order it arrived.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -116,7 +116,6 @@ ssize_t recv_stream(RSocket& rs, const iovec* iov, int iovcnt, int flags) {
 ssize_t do_send(int socket, const iovec* iov, int iovcnt, int flags, const sockaddr* to, socklen_t tolen) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return dgram_send(*rs, iov, iovcnt, flags, to, tolen);
   if (to || tolen) return err(EISCONN);
   return send_stream(*rs, iov, iovcnt, flags);
 }
@@ -124,7 +123,6 @@ ssize_t do_send(int socket, const iovec* iov, int iovcnt, int flags, const socka
 ssize_t do_recv(int socket, const iovec* iov, int iovcnt, int flags, sockaddr* from, socklen_t* fromlen) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return dgram_recv(*rs, iov, iovcnt, flags, from, fromlen);
   const ssize_t ret = recv_stream(*rs, iov, iovcnt, flags);
   if (ret > 0 && from && fromlen) rgetpeername(socket, from, fromlen);
   return ret;
@@ -176,13 +174,11 @@ HCASIM_RDMACM_EXPORT ssize_t rrecvfrom(int socket, void* buf, size_t len, int fl
 HCASIM_RDMACM_EXPORT ssize_t rrecvmsg(int socket, msghdr* msg, int flags) {
   if (!msg) return err(EFAULT);
   if (msg->msg_control && msg->msg_controllen) return err(ENOTSUP);  // no ancillary data
-  socklen_t namelen = msg->msg_namelen;
-  const ssize_t ret = do_recv(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags,
-                              static_cast<sockaddr*>(msg->msg_name), msg->msg_name ? &namelen : nullptr);
+  const ssize_t ret =
+      do_recv(socket, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags, nullptr, nullptr);
   if (ret >= 0) {
     msg->msg_flags = 0;
-    RSocket* rs = lookup(socket);
-    msg->msg_namelen = rs && rs->type == SOCK_DGRAM && msg->msg_name ? namelen : 0;
+    msg->msg_namelen = 0;  // a stream has no per-message source
   }
   return ret;
 }

@@ -81,7 +81,6 @@ using namespace hcasim::rdmacm::rs;
 HCASIM_RDMACM_EXPORT off_t riomap(int socket, void* buf, size_t len, int prot, int flags, off_t offset) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type != SOCK_STREAM) return err(EOPNOTSUPP);
   if (!buf || !len || (prot & ~PROT_WRITE) || offset < -1) return err(EINVAL);
   Lock l(rs->mu);
   if (!rs->cm_id->pd) return err(EINVAL);  // no device yet: bind or connect first
@@ -100,7 +99,6 @@ HCASIM_RDMACM_EXPORT off_t riomap(int socket, void* buf, size_t len, int prot, i
 HCASIM_RDMACM_EXPORT int riounmap(int socket, void* buf, size_t len) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type != SOCK_STREAM) return err(EOPNOTSUPP);
   Lock l(rs->mu);
   auto it = std::find_if(rs->iomaps.begin(), rs->iomaps.end(),
                          [&](const IomapMr& m) { return m.mr->addr == buf && m.mr->length == len; });
@@ -113,7 +111,6 @@ HCASIM_RDMACM_EXPORT int riounmap(int socket, void* buf, size_t len) {
 HCASIM_RDMACM_EXPORT size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int flags) {
   RSocket* rs = lookup(socket);
   if (!rs) return size_t(-1);
-  if (rs->type != SOCK_STREAM) return size_t(err(EOPNOTSUPP));
   if (!count) return 0;
   std::lock_guard<std::mutex> serial(rs->send_mu);
   Lock l(rs->mu);

@@ -76,8 +76,7 @@ int set_socket_opt(RSocket& rs, int optname, const void* optval, socklen_t optle
   Lock l(rs.mu);
   switch (optname) {
     case SO_REUSEADDR:
-      if (rs.type == SOCK_STREAM &&
-          rdma_set_option(rs.cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &v, sizeof v) &&
+      if (rdma_set_option(rs.cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, &v, sizeof v) &&
           errno != ENOSYS && rs.state == kInit)
         return -1;  // as rdma-core: a refusal once bound is not an error
       break;
@@ -260,10 +259,6 @@ HCASIM_RDMACM_EXPORT int rsetsockopt(int socket, int level, int optname, const v
                                      socklen_t optlen) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM && level != SOL_RDMA) {
-    const int ret = dgram_setsockopt(*rs, level, optname, optval, optlen);
-    if (ret <= 0) return ret;
-  }
   switch (level) {
     case SOL_SOCKET: return set_socket_opt(*rs, optname, optval, optlen);
     case IPPROTO_TCP: return set_tcp_opt(*rs, optname, optval, optlen);
@@ -271,9 +266,7 @@ HCASIM_RDMACM_EXPORT int rsetsockopt(int socket, int level, int optname, const v
       int v = 0;
       if (optname != IPV6_V6ONLY) return err(ENOPROTOOPT);
       if (int_arg(optval, optlen, v)) return -1;
-      if (rs->type == SOCK_STREAM &&
-          rdma_set_option(rs->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &v, sizeof v))
-        return -1;
+      if (rdma_set_option(rs->cm_id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &v, sizeof v)) return -1;
       set_flag(rs->ipv6_opts, optname, v != 0);
       return 0;
     }
@@ -314,7 +307,7 @@ HCASIM_RDMACM_EXPORT int rfcntl(int socket, int cmd, ...) {
   Lock l(rs->mu);
   // A blocking connect reads its CM events itself; its channel follows the flag. Every other
   // channel the library reads is non-blocking already, and its calls look at fd_flags.
-  if (rs->type == SOCK_STREAM && !rs->cm_watched && (rs->state & kOpening || rs->state < kListening)) {
+  if (!rs->cm_watched && (rs->state & kOpening || rs->state < kListening)) {
     const int fl = fcntl(rs->cm_id->channel->fd, F_GETFL);
     if (fl < 0 ||
         fcntl(rs->cm_id->channel->fd, F_SETFL, (flags & O_NONBLOCK) ? fl | O_NONBLOCK : fl & ~O_NONBLOCK))
@@ -327,7 +320,6 @@ HCASIM_RDMACM_EXPORT int rfcntl(int socket, int cmd, ...) {
 HCASIM_RDMACM_EXPORT int rgetpeername(int socket, sockaddr* addr, socklen_t* addrlen) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return dgram_name(*rs, true, addr, addrlen);
   Lock l(rs->mu);
   if (!(rs->state & (kConnected | kDisconnected | kError))) return err(ENOTCONN);
   return copy_addr(rdma_get_peer_addr(rs->cm_id), addr, addrlen);
@@ -336,7 +328,6 @@ HCASIM_RDMACM_EXPORT int rgetpeername(int socket, sockaddr* addr, socklen_t* add
 HCASIM_RDMACM_EXPORT int rgetsockname(int socket, sockaddr* addr, socklen_t* addrlen) {
   RSocket* rs = lookup(socket);
   if (!rs) return -1;
-  if (rs->type == SOCK_DGRAM) return dgram_name(*rs, false, addr, addrlen);
   Lock l(rs->mu);
   return copy_addr(rdma_get_local_addr(rs->cm_id), addr, addrlen);
 }

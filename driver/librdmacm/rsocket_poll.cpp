@@ -40,7 +40,6 @@ short stream_events(RSocket& rs, Lock& l, short events) {
 }
 
 short events_of(RSocket& rs, short events) {
-  if (rs.type == SOCK_DGRAM) return dgram_events(rs, events);
   Lock l(rs.mu);
   return stream_events(rs, l, events);
 }
@@ -61,7 +60,6 @@ int check_all(pollfd* fds, nfds_t nfds) {
 
 /// What to sleep on for @p rs, after arming its CQ; -1 for nothing (its changes are signalled).
 int arm(RSocket& rs, short events, short& ready) {
-  if (rs.type == SOCK_DGRAM) return dgram_arm(rs, events, ready);
   Lock l(rs.mu);
   if (rs.state == kListening) {
     ready = stream_events(rs, l, events);
@@ -79,7 +77,6 @@ int arm(RSocket& rs, short events, short& ready) {
 /// Takes the completion event that made @p rs's channel readable (unless a thread waiting in
 /// a call takes it), so the channel does not stay readable.
 void take_event(RSocket& rs) {
-  if (rs.type == SOCK_DGRAM) return dgram_take_event(rs);
   Lock l(rs.mu);
   if (rs.cq_waiter || !has_qp(rs)) return;
   pollfd p{rs.cm_id->recv_cq_channel->fd, POLLIN, 0};

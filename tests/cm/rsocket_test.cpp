@@ -109,11 +109,16 @@ void connect_pair(Listener& l, Pair& p, std::function<void(int)> before_connect 
   p.client = rsocket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(p.client, 0) << strerror(errno);
   if (before_connect) before_connect(p.client);
-  auto accepted = std::async(std::launch::async, [&] { return raccept(l.fd, nullptr, nullptr); });
-  sockaddr_in a = addr("192.0.2.2", l.port);
-  ASSERT_EQ(rconnect(p.client, sa(a), sizeof a), 0) << strerror(errno);
-  ASSERT_EQ(accepted.wait_for(20s), std::future_status::ready) << "raccept never returned";
-  p.server = accepted.get();
+  auto connected = std::async(std::launch::async, [&] {
+    sockaddr_in a = addr("192.0.2.2", l.port);
+    return rconnect(p.client, sa(a), sizeof a) ? errno : 0;
+  });
+  pollfd pf{l.fd, POLLIN, 0};
+  const int ready = rpoll(&pf, 1, 20000);
+  const int e = connected.get();
+  EXPECT_EQ(e, 0) << "rconnect: " << strerror(e);
+  ASSERT_EQ(ready, 1) << "no connection reached the listener";
+  p.server = raccept(l.fd, nullptr, nullptr);
   ASSERT_GE(p.server, 0) << strerror(errno);
 }
 
@@ -1009,6 +1014,20 @@ TEST(RsocketRules, OptionsReadBackWhatWasSet) {
   ASSERT_EQ(len, sizeof path[0]) << "one path";
   EXPECT_EQ(path[0].path.mtu >> 6, 2) << "selector: exactly";
   EXPECT_EQ(get_int(p.client, IPPROTO_TCP, TCP_MAXSEG), 1 << (7 + (path[0].path.mtu & 0x3f)));
+
+  // That path given to a new socket (rstream -T r does this with rdma_getaddrinfo's route):
+  // read back as set, and the connection still comes up (this CM resolves routes itself).
+  Pair q;
+  connect_pair(l, q, [&](int c) {
+    ASSERT_EQ(rsetsockopt(c, SOL_RDMA, RDMA_ROUTE, path, sizeof path[0]), 0) << strerror(errno);
+    ibv_path_data back{};
+    socklen_t blen = sizeof back;
+    ASSERT_EQ(rgetsockopt(c, SOL_RDMA, RDMA_ROUTE, &back, &blen), 0);
+    EXPECT_EQ(blen, sizeof back);
+    EXPECT_EQ(std::memcmp(&back, path, sizeof back), 0);
+  });
+  ASSERT_EQ(rsend(q.client, "r", 1, 0), 1);
+  ASSERT_EQ(rrecv(q.server, b, 1, 0), 1);
 }
 
 // Misuse gets the errno the socket call would: EBADF for a descriptor that is not an rsocket,
@@ -1036,6 +1055,7 @@ TEST(RsocketRules, MisuseGetsTheSocketErrno) {
   expect_errno(rsocket(AF_UNIX, SOCK_STREAM, 0), EAFNOSUPPORT, "AF_UNIX");
   expect_errno(rsocket(AF_INET, SOCK_RAW, 0), ESOCKTNOSUPPORT, "SOCK_RAW");
   expect_errno(rsocket(AF_INET, SOCK_STREAM, IPPROTO_UDP), EPROTONOSUPPORT, "a stream over UDP");
+  expect_errno(rsocket(AF_INET, SOCK_DGRAM, 0), EOPNOTSUPP, "datagram rsockets are not provided");
 
   const int fd = rsocket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
