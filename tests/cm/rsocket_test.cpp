@@ -457,7 +457,7 @@ class RawPeer {
   }
   /// An RDMA WRITE WITH IMM of @p len bytes to @p raddr / @p rkey, immediate @p imm (host order).
   void write(uint32_t imm, const void* data, uint32_t len, uint64_t raddr, uint32_t rkey) {
-    std::memcpy(sbuf_, data, len);
+    if (len) std::memcpy(sbuf_, data, len);
     ibv_sge sge{reinterpret_cast<uintptr_t>(sbuf_), len, smr_->lkey};
     ibv_send_wr wr{}, *bad = nullptr;
     wr.wr_id = 0;
