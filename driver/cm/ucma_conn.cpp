@@ -125,9 +125,12 @@ int Ucma::listen(UcmaChannel& ch, const void* in, size_t len) {
 void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
   mad::Req req;
   if (mad::decode(e.mad, kMadBytes, req) != mad::DecodeError::Ok) return;
+  // The IB CM found the service's listener; rdma_cm refusing the request for its address or
+  // family turns it down as its consumer (cm.c destroys the id in REQ_RCVD: REJ reason 28, as
+  // rxe shows for an IPv6 request to an IPv4 listener).
   IpAddr to, from;
   if (!get_cma_hdr(req.private_data, listener.src.port(), from, to) || !listener_takes(listener.src, to))
-    return (void)Cm::get().send_rej(e.id, mad::RejReason::InvalidServiceId, nullptr, 0);
+    return (void)Cm::get().send_rej(e.id, mad::RejReason::ConsumerReject, nullptr, 0);
   // The new id takes the REQ's QP type; a listener of another type refuses it (cma.c:
   // cma_ib_check_req_qp_type, then the CM rejects for its consumer).
   const uint8_t type = req_qp_type(req);
