@@ -168,8 +168,8 @@ void let_time_run(Host& h) {
   if (ibv_poll_cq(h.idle_cq, 1, &wc) != 0) bench::die("idle CQ");
 }
 
-void post(ibv_qp* qp, ibv_wr_opcode op, uint8_t* src, uint32_t len, uint32_t lkey, uint8_t* dst, uint32_t rkey,
-          unsigned flags) {
+void post(ibv_qp* qp, ibv_wr_opcode op, uint8_t* src, uint32_t len, uint32_t lkey, uint8_t* dst,
+          uint32_t rkey, unsigned flags) {
   ibv_sge sge{uint64_t(uintptr_t(src)), len, lkey};
   ibv_send_wr wr{};
   wr.sg_list = &sge;
@@ -227,9 +227,9 @@ struct WriteLatSide {
   ibv_qp* qp;
   ibv_cq* cq;
   uint32_t lkey, rkey;
-  uint8_t* src;             ///< what this side writes (its last byte is the count)
-  volatile uint8_t* seen;   ///< last byte of where the peer writes to
-  uint8_t* dst;             ///< where this side writes in the peer
+  uint8_t* src;            ///< what this side writes (its last byte is the count)
+  volatile uint8_t* seen;  ///< last byte of where the peer writes to
+  uint8_t* dst;            ///< where this side writes in the peer
   uint32_t size;
   bool server;
   uint64_t iters, scnt = 0, rcnt = 0, ccnt = 0;
@@ -338,11 +338,16 @@ double write_lat(ibv_device** list, uint32_t size, uint64_t iters) {
   Pair p;
   open_pair(p, list, 1);
   auto side = [&](Host& me, Host& peer, ibv_qp* qp, bool server) {
-    return WriteLatSide{qp,  me.send_cq,
-                        me.mr->lkey, peer.mr->rkey,
-                        p.region(me, 0, 0), p.region(me, 0, 1) + size - 1,
-                        p.region(peer, 0, 1), size,
-                        server, iters};
+    return WriteLatSide{qp,
+                        me.send_cq,
+                        me.mr->lkey,
+                        peer.mr->rkey,
+                        p.region(me, 0, 0),
+                        p.region(me, 0, 1) + size - 1,
+                        p.region(peer, 0, 1),
+                        size,
+                        server,
+                        iters};
   };
   WriteLatSide client = side(p.a, p.b, p.qa[0], false), server = side(p.b, p.a, p.qb[0], true);
   run_pair(client, server, p.a);
@@ -356,8 +361,8 @@ double send_lat(ibv_device** list, uint32_t size, uint64_t iters) {
   const uint64_t rx_depth = std::min<uint64_t>(kRxDepthSend, iters);
   auto side = [&](Host& me, ibv_qp* qp, bool client) {
     for (uint64_t i = 0; i < rx_depth; ++i) post_recv(qp, p.region(me, 0, 1), size, me.mr->lkey);
-    return SendLatSide{qp, me.send_cq, me.recv_cq, me.mr->lkey, p.region(me, 0, 0), p.region(me, 0, 1),
-                       size, client, iters, rx_depth};
+    return SendLatSide{qp,   me.send_cq, me.recv_cq, me.mr->lkey, p.region(me, 0, 0), p.region(me, 0, 1),
+                       size, client,     iters,      rx_depth};
   };
   SendLatSide client = side(p.a, p.qa[0], true), server = side(p.b, p.qb[0], false);
   run_pair(client, server, p.a);
@@ -514,8 +519,8 @@ int main(int argc, char** argv) {
       std::snprintf(pub, sizeof pub, "%.2f", c.published);
       std::snprintf(dev, sizeof dev, "%+.1f", (sim - c.published) / c.published * 100);
     }
-    std::printf("%-13s %7u %4u %11.2f %10s %-5s %-8s %9s\n", c.test, c.size, c.qps, sim, pub, c.unit, c.source,
-                dev);
+    std::printf("%-13s %7u %4u %11.2f %10s %-5s %-8s %9s\n", c.test, c.size, c.qps, sim, pub, c.unit,
+                c.source, dev);
     std::fflush(stdout);
   }
   ibv_free_device_list(list);
