@@ -191,11 +191,15 @@ void post_recv(ibv_qp* qp, uint8_t* dst, uint32_t len, uint32_t lkey) {
   if (ibv_post_recv(qp, &wr, &bad)) bench::die("ibv_post_recv");
 }
 
+/** @brief Set by an empty poll: in lockstep it let simulated time run to the next visible effect. */
+bool g_time_ran = false;
+
 /** @brief One completion from @p cq if there is one (true); an error completion ends the run. */
 bool take_completion(ibv_cq* cq) {
   ibv_wc wc;
   const int n = ibv_poll_cq(cq, 1, &wc);
   if (n < 0) bench::die("ibv_poll_cq");
+  if (n == 0) g_time_ran = true;
   if (n == 1 && wc.status != IBV_WC_SUCCESS) {
     std::fprintf(stderr, "calibration: completion error: %s\n", ibv_wc_status_str(wc.status));
     std::exit(1);
@@ -323,14 +327,19 @@ struct SendLatSide {
   }
 };
 
-/** @brief Run two sides until both are done; the model runs only while neither can move. */
+/**
+ * @brief Run two sides until both are done. Time runs only in empty polls, each to the next
+ * effect software can see; after one, both sides look again before time may run further (a
+ * side spinning on memory must see the other's data the moment it lands).
+ */
 template <typename Side>
 void run_pair(Side& x, Side& y, Host& clock_host) {
   while (!x.done() || !y.done()) {
+    g_time_ran = false;
     bool moved = false;
     while (x.step()) moved = true;
     while (y.step()) moved = true;
-    if (!moved) let_time_run(clock_host);
+    if (!moved && !g_time_ran) let_time_run(clock_host);
   }
 }
 

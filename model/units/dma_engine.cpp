@@ -109,7 +109,8 @@ bool DmaEngine::post_write(uint64_t iova, const void* src, uint64_t len, uint32_
   }
   const auto* in = static_cast<const uint8_t*>(src);
   Posted p{now_ps() + write_latency_ps(len), iova, qpn, what, std::vector<uint8_t>(in, in + len)};
-  if (p.at < posted_until_) p.at = posted_until_;
+  // Behind the writes before it, it still crosses the link after them (its transfer time).
+  if (p.at < posted_until_ + prof_.pcie_xfer_ps(len)) p.at = posted_until_ + prof_.pcie_xfer_ps(len);
   posted_until_ = p.at;
   landing_.push(p.at, p.at);
   posted_.push_back(std::move(p));

@@ -46,8 +46,9 @@ class DmaEngine {
   bool read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what);
   /**
    * @brief A posted write of payload: checked against the IOMMU now (false on a fault), its
-   * bytes reach host memory, and so software, write_latency_ps(@p len) later, after every
-   * posted write before it (PCIe keeps posted writes in order). Traced when it lands.
+   * bytes reach host memory, and so software, write_latency_ps(@p len) later, and no sooner
+   * than its transfer time after the posted write before it (PCIe keeps posted writes in order
+   * and moves them one after the other). Traced when it lands.
    */
   bool post_write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what);
   /** @brief When the last posted write lands: what is written after it (a CQE) lands no sooner. */
