@@ -155,6 +155,7 @@ bool CqUnit::has_room(uint32_t cqn, Cq& cq, const CqeInfo& in) {
 }
 
 void CqUnit::land(Pending& p) {
+  dma_.land_due();  // the payload before this CQE, due now too, lands first
   auto it = cqs_.find(p.cqn);
   if (it == cqs_.end()) return;
   Cq& cq = it->second;

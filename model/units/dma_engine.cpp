@@ -69,6 +69,7 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
 
 bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
                       bool release_last) {
+  if (!posted_.empty()) land_due();  // a CQE due now lands after the payload due now, never before
   HCASIM_TRACE(tracer_, Dma, DmaWrite, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
                "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* in = static_cast<const uint8_t*>(src);

@@ -53,9 +53,12 @@ class DmaEngine {
   bool post_write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what);
   /** @brief When the last posted write lands: what is written after it (a CQE) lands no sooner. */
   uint64_t posted_until() const { return posted_until_; }
+  /** @brief Land the posted writes due by now (before a CQE due at the same instant). */
+  void land_due();
   /**
-   * @brief Write @p len bytes at @p iova. With @p release_last, the final byte is stored last
-   * with release semantics (the CQE/EQE owner byte), so a poller that sees it sees the rest.
+   * @brief Write @p len bytes at @p iova, now (the caller accounted its latency). With
+   * @p release_last, the final byte is stored last with release semantics (the CQE/EQE owner
+   * byte), so a poller that sees it sees the rest. Posted writes due by now land first.
    */
   bool write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
              bool release_last = false);
@@ -86,8 +89,6 @@ class DmaEngine {
     const char* what;
     std::vector<uint8_t> bytes;
   };
-  /** Land the posted writes due by now. */
-  void land_due();
   /** Land, now, every posted write up to the last one that overlaps [@p iova, +@p len). */
   void land_overlapping(uint64_t iova, uint64_t len);
   /** Land @p p: an unmapped range (the MR went while the write was in flight) is dropped. */
