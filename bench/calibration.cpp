@@ -464,9 +464,10 @@ struct Cell {
   const char* source;  ///< a tag of docs/calibration.md's source list
 };
 
-// Published perftest figures of 100 Gb/s Mellanox/NVIDIA cards; the sources, their set-ups and why
-// each was picked are in docs/calibration.md. A tag ending in '*' is a proxy: another ConnectX
-// generation or link layer (no ConnectX-5/6 RoCE figure was found). 0: no source found.
+// Published figures of 100 Gb/s Mellanox/NVIDIA cards (perftest's, but for Ponsard20, whose
+// tool is not named); the sources, their set-ups and why each was picked are in
+// docs/calibration.md. A tag ending in '*' is a proxy: another ConnectX generation or link layer
+// (no ConnectX-5/6 RoCE figure was found). 0: no source found.
 const Cell kCells[] = {
     {"ib_write_lat", 2, 1, "us", 0.99, "CX5-lab"},
     {"ib_write_lat", 64, 1, "us", 0, "-"},
