@@ -157,7 +157,8 @@ void Hca::on_rx(PacketPtr pkt) {
     if (f.h.dest_qp == hw::kGsiQpn) answer_without_cm(f);
     return;
   }
-  rx_ready_ps_ = std::max(now_ps() + l.latency_ps, rx_ready_ps_);
+  // The receive pipeline (parse, checks, buffers) before the packet is acted on, in order.
+  rx_ready_ps_ = std::max(now_ps() + l.latency_ps + core_.prof.pkt_process_ps, rx_ready_ps_);
   rx_stage_.push(rx_ready_ps_, RxWork{std::move(pkt), f});
 }
 
