@@ -5,7 +5,7 @@
  *        stands for on RoCEv2.
  *
  * Every simulated host has two addresses, one per GID of its port: its IPv4 address
- * 192.0.2.(n+1), which is GID index 1 in its IPv4-mapped form (::ffff:192.0.2.(n+1)), and its
+ * 192.0.2.(n+1), which is GID index 1 in its IPv4-mapped form (\::ffff:192.0.2.(n+1)), and its
  * IPv6 link-local address fe80::/64 from its MAC, which is GID index 0 (the kernel derives both
  * the same way). On RoCEv2 the address *is* the GID, so the CM works on GIDs and keeps the
  * socket address only to give it back (family, port, and an IPv6 scope, which on the one
