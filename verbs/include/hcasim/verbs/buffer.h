@@ -84,6 +84,12 @@ class SendBuffer : public SlotBuffer {
   void send() { send(0, size_, 0); }
   /** @brief Waits until every send so far completed (the data is at the peer). */
   void waitSend(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  /**
+   * @brief Waits until at most @p atMost sends are outstanding. A pair completes its sends in
+   * the order they were issued, so after waitOutstanding(k) every send but the last k is at
+   * the peer and its source memory may be reused.
+   */
+  void waitOutstanding(uint64_t atMost, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   /** @brief Sends issued and not completed yet. */
   uint64_t outstanding() const;
 
