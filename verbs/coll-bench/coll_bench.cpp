@@ -728,6 +728,11 @@ GlooRun runGlooAlgo(Context& ctx, GlooRank* g, const Options& o, const std::stri
     Allreduce(ctx, run.us.data(), run.us.size(), DataType::Double, ReduceOp::Max).run();
     if (o.check && o.op != Op::Barrier) {
       init(a, b);
+      // Gloo's algorithms make a run's first write without the receiver's leave (the last
+      // notification of the run before is it), so a fast rank's write could land before a slow
+      // one has reset its buffers: every rank resets first. (Ours need no such barrier: their
+      // writes land in landing regions, or after a grant given in the run.)
+      sync.run();
       alg->run();
       run.checked = true;
       run.error = checkResult(o, ctx.size(), ctx.rank(), count, a, b);

@@ -81,11 +81,12 @@ struct Fold {
 
 /**
  * log2 p2 rounds; in round k rank r and r ^ 2^k exchange their whole current vector and both
- * reduce. Scratch: work[0..L] (work[0] the staged input, work[k+1] the result of round k) and
- * the landing regions of each round, two by parity; a base's fold landing region (one: its
- * extra writes run n+1 only after receiving run n's result, which the base sent after
- * consuming run n's vector). The last round writes into the caller's buffer, unless the result
- * still goes to an extra: then into work[L], from where it is sent.
+ * reduce. Scratch: work areas [0..L] (work[0] the staged input, work[k+1] the result of round
+ * k), two sets by run parity, so a run reuses the set whose sends were two runs ago (done long
+ * since; checked, not waited for); the landing regions of each round, two by parity; a base's
+ * fold landing region (one: its extra writes run n+1 only after receiving run n's result,
+ * which the base sent after consuming run n's vector). The last round writes into the caller's buffer, unless
+ * the result still goes to an extra: then into work[L], from where it is sent.
  */
 class RecursiveDoubling : public Algorithm {
  public:
@@ -99,7 +100,7 @@ class RecursiveDoubling : public Algorithm {
         fold_(ctx.size(), ctx.rank()) {
     const int r = ctx.rank();
     rounds_ = log2Exact(fold_.p2);
-    const size_t work = size_t(rounds_ + 1), landing = fold_.extra ? 0 : size_t(2 * rounds_);
+    const size_t work = 2 * size_t(rounds_ + 1), landing = fold_.extra ? 0 : size_t(2 * rounds_);
     scratch_.assign(stride_ * (work + landing + 1), 0);
     mr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), scratch_.data(), scratch_.size());
     if (fold_.extra) {
@@ -128,15 +129,17 @@ class RecursiveDoubling : public Algorithm {
   }
 
   void run() override {
-    const int par = int(runs_++ % 2);
+    par_ = int(runs_++ % 2);
+    // Before a work area is written, the send that read it two runs ago must be done: one send
+    // per buffer and run, completed in order, so at most the last run's may still be out.
     if (fold_.extra) {
-      foldSend_->waitOutstanding(0);  // the last run's write has read work[0]
+      foldSend_->waitOutstanding(1);
       std::memcpy(work(0), user_, bytes_);
-      foldSend_->send(0, bytes_, 0);
+      foldSend_->send(workOff(0), bytes_, 0);
       foldRecv_->take();  // the base wrote the result into the caller's buffer
       return;
     }
-    if (!steps_.empty()) steps_[0].send->waitOutstanding(0);
+    if (!steps_.empty()) steps_[0].send->waitOutstanding(1);
     if (fold_.partner >= 0) {
       foldRecv_->take();
       reduceTo(work(0), user_, at(foldOff()), count_, type_, op_);  // base op extra: rank order
@@ -144,15 +147,15 @@ class RecursiveDoubling : public Algorithm {
       std::memcpy(work(0), user_, bytes_);
     }
     for (int k = 0; k < rounds_; ++k) {
-      steps_[size_t(k)].send->send(workOff(k), bytes_, size_t(par) * stride_);
+      steps_[size_t(k)].send->send(workOff(k), bytes_, size_t(par_) * stride_);
       steps_[size_t(k)].recv->take();
       uint8_t* dst = user_;
       if (k + 1 < rounds_ || fold_.partner >= 0) {
-        // work[k+1] is the source of round k+1 (or of the fold's result): its last send is done.
-        (k + 1 < rounds_ ? steps_[size_t(k + 1)].send : foldSend_)->waitOutstanding(0);
+        // work[k+1] is the source of round k+1 (or of the fold's result).
+        (k + 1 < rounds_ ? steps_[size_t(k + 1)].send : foldSend_)->waitOutstanding(1);
         dst = work(k + 1);
       }
-      reduceTo(dst, work(k), at(landingOff(k, par)), count_, type_, op_);
+      reduceTo(dst, work(k), at(landingOff(k, par_)), count_, type_, op_);
     }
     if (fold_.partner >= 0) {
       foldSend_->send(workOff(rounds_), bytes_, 0);  // into the extra's own buffer
@@ -165,11 +168,12 @@ class RecursiveDoubling : public Algorithm {
     std::unique_ptr<SendBuffer> send;
     std::unique_ptr<StandingGrant> recv;
   };
-  size_t workOff(int k) const { return size_t(k) * stride_; }
+  /** @brief Work area k of this run's parity. */
+  size_t workOff(int k) const { return stride_ * (size_t(par_) * size_t(rounds_ + 1) + size_t(k)); }
   size_t landingOff(int k, int par) const {
-    return stride_ * (size_t(rounds_ + 1) + 2 * size_t(k) + size_t(par));
+    return stride_ * (2 * size_t(rounds_ + 1) + 2 * size_t(k) + size_t(par));
   }
-  size_t foldOff() const { return stride_ * size_t(3 * rounds_ + 1); }
+  size_t foldOff() const { return stride_ * (2 * size_t(rounds_ + 1) + 2 * size_t(rounds_)); }
   uint8_t* at(size_t off) { return scratch_.data() + off; }
   uint8_t* work(int k) { return at(workOff(k)); }
 
@@ -186,6 +190,7 @@ class RecursiveDoubling : public Algorithm {
   std::unique_ptr<SendBuffer> foldSend_;
   std::unique_ptr<StandingGrant> foldRecv_;
   uint64_t runs_ = 0;
+  int par_ = 0;  ///< this run's parity
 };
 
 // ---- direct exchange ---------------------------------------------------------------------
@@ -199,42 +204,46 @@ class DirectExchange {
  public:
   DirectExchange(Context& ctx, uint32_t tag, size_t bytes, uint32_t grantBatch)
       : p_(ctx.size()), r_(ctx.rank()), bytes_(bytes), stride_(roundUp64(bytes)) {
-    scratch_.assign(stride_ * (1 + 2 * size_t(p_)), 0);  // staging, then two regions per rank
+    scratch_.assign(stride_ * (2 + 2 * size_t(p_)), 0);  // staging by parity, two regions per rank
     mr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), scratch_.data(), scratch_.size());
     peers_.resize(size_t(p_));
     for (int q = 0; q < p_; ++q) {
       if (q == r_) continue;
       Pair& pq = ctx.pair(q);
-      peers_[size_t(q)].send = pq.createSendBuffer(slotOf(tag, kSlotScratch), mr_, 0, stride_);
+      peers_[size_t(q)].send = pq.createSendBuffer(slotOf(tag, kSlotScratch), mr_, 0, 2 * stride_);
       peers_[size_t(q)].recv = std::make_unique<StandingGrant>(
           pq.createRecvBuffer(slotOf(tag, kSlotScratch), mr_, landingOff(q, 0), 2 * stride_, 0), grantBatch);
     }
   }
 
-  /** @brief Where the block to send goes; stage() first waits until the last run's sends are done. */
+  /**
+   * @brief Starts a run: where its block goes (staging by parity), once the sends that read it
+   * two runs ago are done (one per peer and run, in order: at most the last run's is out).
+   */
   uint8_t* stage() {
+    par_ = int(runs_++ % 2);
     for (Peer& pe : peers_)
-      if (pe.send) pe.send->waitOutstanding(0);
-    return scratch_.data();
+      if (pe.send) pe.send->waitOutstanding(1);
+    return scratch_.data() + size_t(par_) * stride_;
   }
   /** @brief Sends the staged block to every peer. */
   void post() {
-    par_ = int(runs_++ % 2);
-    for (int i = 1; i < p_; ++i) peers_[size_t((r_ + i) % p_)].send->send(0, bytes_, size_t(par_) * stride_);
+    const size_t at = size_t(par_) * stride_;
+    for (int i = 1; i < p_; ++i) peers_[size_t((r_ + i) % p_)].send->send(at, bytes_, at);
   }
   /** @brief Waits for peer @p q's block of this run and returns it. */
   const uint8_t* take(int q) {
     peers_[size_t(q)].recv->take();
     return scratch_.data() + landingOff(q, par_);
   }
-  const uint8_t* staged() const { return scratch_.data(); }
+  const uint8_t* staged() const { return scratch_.data() + size_t(par_) * stride_; }
 
  private:
   struct Peer {
     std::unique_ptr<SendBuffer> send;
     std::unique_ptr<StandingGrant> recv;
   };
-  size_t landingOff(int q, int par) const { return stride_ * (1 + 2 * size_t(q) + size_t(par)); }
+  size_t landingOff(int q, int par) const { return stride_ * (2 + 2 * size_t(q) + size_t(par)); }
   int p_, r_;
   size_t bytes_, stride_;
   std::vector<uint8_t> scratch_;
@@ -311,11 +320,15 @@ class DirectAllgather : public Algorithm {
  * the p2 = largest power of two ranks, with the fold for the others. The vector is cut into p2
  * chunks; in reduce-scatter round k (mask = p2 / 2^(k+1)) rank r and r ^ mask split their
  * current range of chunks in half, each sends the half the other keeps into the other's
- * landing region for round k (by parity) and reduces what it gets into its own half, in the
- * caller's buffer. After log2 p2 rounds rank r holds chunk r reduced. The allgather runs the
- * rounds backwards and writes the owned range straight into the partner's buffer: the partner
- * is inside this run (it wrote to us in the same round of the reduce-scatter), and that range
- * of its buffer was last read by the write it made to us then, which we have received.
+ * landing region for round k and reduces what it gets into its own half, in the caller's
+ * buffer. After log2 p2 rounds rank r holds chunk r reduced. The allgather runs the rounds
+ * backwards and writes the owned range straight into the partner's buffer: the partner is
+ * inside this run (it wrote to us in the same round of the reduce-scatter), and that range of
+ * its buffer was last read by the write it made to us then, which we have received.
+ *
+ * One landing region per round is enough here, not two by parity: the partner of round k
+ * writes round k of run n+1 only after it has received our allgather write of round k of run
+ * n, which we make after we have consumed round k of run n.
  *
  * Its sends read the caller's buffer, so run() waits for them before it returns.
  */
@@ -340,11 +353,11 @@ class HalvingDoubling : public Algorithm {
           base.createRecvBuffer(slotOf(tag, kSlotFold), userMr_, 0, bytes_, 0), p.grantBatch);
       return;
     }
-    // Landing regions: round k brings the half this rank keeps, two by parity; then the fold's.
+    // Landing regions: round k brings the half this rank keeps; then the fold's.
     size_t off = 0;
     for (int k = 0; k < rounds_; ++k) {
       landing_.push_back(off);
-      off += 2 * roundUp64(rangeBytes(kept(r, k)));
+      off += roundUp64(rangeBytes(kept(r, k)));
     }
     const size_t foldOff = off;
     if (fold_.partner >= 0) off += roundUp64(bytes_);
@@ -356,10 +369,8 @@ class HalvingDoubling : public Algorithm {
       Round rd;
       rd.rsSend = q.createSendBuffer(slotOf(tag, kSlotScratch), userMr_, 0, bytes_);
       rd.rsRecv = std::make_unique<StandingGrant>(
-          q.createRecvBuffer(slotOf(tag, kSlotScratch), scratchMr_, landing_[size_t(k)], 2 * region, 0),
+          q.createRecvBuffer(slotOf(tag, kSlotScratch), scratchMr_, landing_[size_t(k)], region, 0),
           p.grantBatch);
-      rd.region = region;
-      rd.peerRegion = roundUp64(rangeBytes(sent(r, k)));  // the partner's: it keeps what we send
       rd.agSend = q.createSendBuffer(slotOf(tag, kSlotData), userMr_, 0, bytes_);
       rd.agRecv = std::make_unique<StandingGrant>(
           q.createRecvBuffer(slotOf(tag, kSlotData), userMr_, 0, bytes_, 0), p.grantBatch);
@@ -377,7 +388,6 @@ class HalvingDoubling : public Algorithm {
 
   void run() override {
     const int r = rank_;  // a base: its rank is its place among the p2
-    const size_t par = size_t(runs_++ % 2);
     if (fold_.extra) {
       foldSend_->send(0, bytes_, 0);
       foldRecv_->take();      // the result, in the caller's buffer
@@ -391,10 +401,9 @@ class HalvingDoubling : public Algorithm {
     for (int k = 0; k < rounds_; ++k) {  // reduce-scatter
       const Chunk give = range(sent(r, k)), keep = range(kept(r, k));
       Round& rd = steps_[size_t(k)];
-      rd.rsSend->send(give.off * es_, give.cnt * es_, par * rd.peerRegion);
+      rd.rsSend->send(give.off * es_, give.cnt * es_, 0);
       rd.rsRecv->take();
-      reduceInto(user_ + keep.off * es_, scratch_.data() + landing_[size_t(k)] + par * rd.region, keep.cnt,
-                 type_, op_);
+      reduceInto(user_ + keep.off * es_, scratch_.data() + landing_[size_t(k)], keep.cnt, type_, op_);
     }
     for (int k = rounds_ - 1; k >= 0; --k) {  // allgather, the same pairs backwards
       const Chunk own = range(kept(r, k));
@@ -414,7 +423,6 @@ class HalvingDoubling : public Algorithm {
   struct Round {
     std::unique_ptr<SendBuffer> rsSend, agSend;
     std::unique_ptr<StandingGrant> rsRecv, agRecv;
-    size_t region = 0, peerRegion = 0;  ///< bytes of one landing region here and at the partner
   };
   /** @brief Chunk indices [first, last). */
   struct Range {
@@ -459,7 +467,6 @@ class HalvingDoubling : public Algorithm {
   std::vector<Round> steps_;
   std::unique_ptr<SendBuffer> foldSend_;
   std::unique_ptr<StandingGrant> foldRecv_;
-  uint64_t runs_ = 0;
 };
 
 // ---- one-to-all broadcast ----------------------------------------------------------------

@@ -363,6 +363,7 @@ void Pair::matchWrites(uint32_t slot) {
     if (--s.grants.front().count == 0) s.grants.pop_front();
     WriteOp op = s.waiting.front();
     s.waiting.pop_front();
+    --writesWithoutGrant_;
     if (op.roffset > g.length || op.length > g.length - op.roffset) {
       if (s.error.empty())
         s.error = label_ + ": send on slot " + std::to_string(slot) + " of " + std::to_string(op.length) +
@@ -647,9 +648,11 @@ void Pair::throwIfFailed() {
 
 // ---- progress ----------------------------------------------------------------------------
 
-int Pair::progress() {
+int Pair::progress(bool always) {
   std::unique_lock<std::mutex> lk(mu_, std::try_to_lock);
   if (!lk.owns_lock()) return 0;
+  // Held-up work needs this pair's completions: credits and grants come back through its CQ.
+  if (!always && fc_.queued() == 0 && !fc_.ackDue() && writesWithoutGrant_ == 0) return 0;
   return pollLocked();
 }
 
@@ -678,6 +681,7 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
   const auto start = Clock::now();
   auto probed = start;  // when this wait last probed (PairOptions::probeInterval)
   int idle = 0;         // busy polling: rounds in a row that found nothing
+  auto swept = start;   // busy polling: when every pair of the device was last polled
   for (;;) {
     if (pred()) return;
     throwIfFailed();
@@ -701,12 +705,15 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
     }
     if (!event_) {
       lk.unlock();
-      // Busy polling: every pair of the device, so acks and grants keep flowing. A round that
+      // Busy polling: this pair, the pairs of the device with work held up (so acks and
+      // grants keep flowing), and every 10 ms all of them (Device::progressFor). A round that
       // found nothing yields the CPU (it returns at once on a dedicated core); after
       // busyPollSpins such rounds the wait naps, growing from 20 to 200 us, so more threads
       // than cores (ranks as threads, a loaded machine) still leave the CPU to whoever has
       // work. Anything found resets it.
-      if (dev_->progressAll() > 0) {
+      const bool sweep = now - swept >= std::chrono::milliseconds(10);
+      if (sweep) swept = now;
+      if (dev_->progressFor(this, sweep) > 0) {
         idle = 0;
       } else if (const int spins = dev_->busyPollSpins(); spins < 0 || ++idle <= spins) {
         std::this_thread::yield();
@@ -841,6 +848,7 @@ void Pair::removeSendBuffer(SendBuffer* b) {
   // Sends without a grant never touched the memory: drop them. Others are in flight or
   // queued: the memory must outlive them.
   s.issued -= s.waiting.size();
+  writesWithoutGrant_ -= s.waiting.size();
   s.waiting.clear();
   ++sendWaiters_;
   try {
@@ -882,6 +890,7 @@ void Pair::sendWrite(SendBuffer* b, size_t offset, size_t length, size_t roffset
   SendSlot& s = sendSlots_[b->slot_];
   ++s.issued;
   s.waiting.push_back(op);
+  ++writesWithoutGrant_;
   matchWrites(b->slot_);
   afterChange();
   throwIfFailed();

@@ -278,7 +278,8 @@ class Pair {
   uint64_t ready(const RecvBuffer* b) const;
 
   // Called by Device.
-  int progress();            ///< busy mode: poll once (try-lock)
+  /** @brief Busy mode: poll once (try-lock); unless @p always, only if work is held up here. */
+  int progress(bool always);
   void onEvent(ibv_cq* cq);  ///< event mode: the loop thread got an event for our CQ
 
   std::shared_ptr<Device> dev_;
@@ -311,6 +312,7 @@ class Pair {
   bool armedNext_ = false;
   bool probeOutstanding_ = false;  ///< a liveness probe awaits its completion
   int sendWaiters_ = 0;
+  uint64_t writesWithoutGrant_ = 0;  ///< sends waiting in SendSlot::waiting, over all slots
   unsigned eventsUnacked_ = 0;
   Stats stats_;
 };
