@@ -234,16 +234,18 @@ TEST(Collectives, FewRoundAlgorithmsNeverOverwriteUnconsumedData) {
             std::string(allreduceAlgorithmName(a)) + " run " + std::to_string(it));
       }
     }
-    co.broadcast = BroadcastAlgorithm::OneToAll;
-    std::vector<double> b(n);
-    Broadcast bc(ctx, b.data(), n, DataType::Double, P - 1, co);
-    for (int it = 0; it < kRuns; ++it) {
-      for (size_t i = 0; i < n; ++i) b[i] = input<double>(r, i, ReduceOp::Min, it);
-      maybeLag();
-      bc.run();
-      check<double>(
-          b.data(), n, [&](size_t i) { return input<double>(P - 1, i, ReduceOp::Min, it); },
-          "one-to-all run " + std::to_string(it));
+    for (BroadcastAlgorithm a : {BroadcastAlgorithm::OneToAll, BroadcastAlgorithm::ScatterAllgather}) {
+      co.broadcast = a;
+      std::vector<double> b(n);
+      Broadcast bc(ctx, b.data(), n, DataType::Double, P - 1, co);
+      for (int it = 0; it < kRuns; ++it) {
+        for (size_t i = 0; i < n; ++i) b[i] = input<double>(r, i, ReduceOp::Min, it);
+        maybeLag();
+        bc.run();
+        check<double>(
+            b.data(), n, [&](size_t i) { return input<double>(P - 1, i, ReduceOp::Min, it); },
+            std::string(broadcastAlgorithmName(a)) + " run " + std::to_string(it));
+      }
     }
     co.allgather = AllgatherAlgorithm::Direct;
     std::vector<int32_t> in(n), out(n * P);
@@ -276,8 +278,11 @@ TEST(Collectives, AutoChoosesBySizeTheSameOnEveryRank) {
   EXPECT_TRUE(large == AllreduceAlgorithm::Ring || large == AllreduceAlgorithm::RingChunked ||
               large == AllreduceAlgorithm::HalvingDoubling)
       << allreduceAlgorithmName(large);
-  EXPECT_EQ(autoBroadcast(size_t(64) << 20, P), BroadcastAlgorithm::Chain);
-  EXPECT_EQ(autoAllgather(size_t(64) << 20, P), AllgatherAlgorithm::Ring);
+  // Large broadcasts: one whose root sends about 2·N, not (P-1)·N (a chain or scatter+allgather).
+  const BroadcastAlgorithm bl = autoBroadcast(size_t(64) << 20, P);
+  EXPECT_TRUE(P <= 2 || bl == BroadcastAlgorithm::Chain || bl == BroadcastAlgorithm::ScatterAllgather)
+      << broadcastAlgorithmName(bl);
+  EXPECT_EQ(autoAllgather(size_t(1) << 30, P), AllgatherAlgorithm::Ring);  // 1 GiB: bounded scratch
   std::vector<int> chosen(size_t(P), -1);
   runRanks(P, opts(), [&](Context& ctx) {
     std::vector<float> v(1000);
@@ -294,17 +299,20 @@ TEST(Collectives, AlgorithmNamesRoundTrip) {
                  AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::HalvingDoubling,
                  AllreduceAlgorithm::Direct})
     EXPECT_EQ(parseAllreduceAlgorithm(allreduceAlgorithmName(a)), a);
-  for (auto a : {BroadcastAlgorithm::Auto, BroadcastAlgorithm::Chain, BroadcastAlgorithm::OneToAll})
+  for (auto a : {BroadcastAlgorithm::Auto, BroadcastAlgorithm::Chain, BroadcastAlgorithm::OneToAll,
+                 BroadcastAlgorithm::ScatterAllgather})
     EXPECT_EQ(parseBroadcastAlgorithm(broadcastAlgorithmName(a)), a);
   for (auto a : {AllgatherAlgorithm::Auto, AllgatherAlgorithm::Ring, AllgatherAlgorithm::Direct})
     EXPECT_EQ(parseAllgatherAlgorithm(allgatherAlgorithmName(a)), a);
-  for (auto a : {BarrierAlgorithm::Auto, BarrierAlgorithm::Dissemination, BarrierAlgorithm::AllToAll})
+  for (auto a : {BarrierAlgorithm::Auto, BarrierAlgorithm::Dissemination, BarrierAlgorithm::AllToAll,
+                 BarrierAlgorithm::Tree})
     EXPECT_EQ(parseBarrierAlgorithm(barrierAlgorithmName(a)), a);
   try {
     parseBroadcastAlgorithm("ring");
     ADD_FAILURE() << "no exception";
   } catch (const std::invalid_argument& e) {  // names the choices
-    EXPECT_NE(std::string(e.what()).find("chain, one-to-all"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("chain, one-to-all, scatter-allgather"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -395,10 +403,14 @@ TEST(Collectives, FewRoundAlgorithmsInEventMode) {
       std::vector<uint8_t> b;
       fill<double>(b, r, n, ReduceOp::Max, 2);
       CollectiveOptions co;
-      co.broadcast = BroadcastAlgorithm::OneToAll;
-      broadcast(ctx, b.data(), n, DataType::Double, 0, co);
-      check<double>(
-          b.data(), n, [&](size_t i) { return input<double>(0, i, ReduceOp::Max, 2); }, "event one-to-all");
+      for (BroadcastAlgorithm a : {BroadcastAlgorithm::OneToAll, BroadcastAlgorithm::ScatterAllgather}) {
+        fill<double>(b, r, n, ReduceOp::Max, 2);
+        co.broadcast = a;
+        broadcast(ctx, b.data(), n, DataType::Double, 0, co);
+        check<double>(
+            b.data(), n, [&](size_t i) { return input<double>(0, i, ReduceOp::Max, 2); },
+            std::string("event ") + broadcastAlgorithmName(a));
+      }
       std::vector<uint8_t> mine, out(n * P * 4);
       fill<int32_t>(mine, r, n, ReduceOp::Max, 3);
       co.allgather = AllgatherAlgorithm::Direct;
@@ -408,8 +420,10 @@ TEST(Collectives, FewRoundAlgorithmsInEventMode) {
           "event direct allgather");
     }
     CollectiveOptions bo;
-    bo.barrier = BarrierAlgorithm::AllToAll;
-    barrier(ctx, bo);
+    for (BarrierAlgorithm a : {BarrierAlgorithm::AllToAll, BarrierAlgorithm::Tree}) {
+      bo.barrier = a;
+      barrier(ctx, bo);
+    }
   });
 }
 
@@ -515,6 +529,11 @@ TEST(Broadcast, OneToAllEveryTypeSizeRoot) {
   broadcastSweep(BroadcastAlgorithm::OneToAll);
 }
 
+TEST(Broadcast, ScatterAllgatherEveryTypeSizeRoot) {
+  Watchdog wd(55);
+  broadcastSweep(BroadcastAlgorithm::ScatterAllgather);
+}
+
 class BarrierEvery : public ::testing::TestWithParam<BarrierAlgorithm> {};
 
 TEST_P(BarrierEvery, NobodyLeavesEarly) {
@@ -537,8 +556,10 @@ TEST_P(BarrierEvery, NobodyLeavesEarly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Algorithm, BarrierEvery,
-                         ::testing::Values(BarrierAlgorithm::Dissemination, BarrierAlgorithm::AllToAll),
+                         ::testing::Values(BarrierAlgorithm::Dissemination, BarrierAlgorithm::AllToAll,
+                                           BarrierAlgorithm::Tree),
                          [](const ::testing::TestParamInfo<BarrierAlgorithm>& i) {
                            return i.param == BarrierAlgorithm::AllToAll ? std::string("AllToAll")
+                                  : i.param == BarrierAlgorithm::Tree   ? std::string("Tree")
                                                                         : std::string("Dissemination");
                          });

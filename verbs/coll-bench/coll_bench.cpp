@@ -97,9 +97,9 @@ std::vector<std::string> ourAlgos(Op op) {
     case Op::Allreduce:
       return {"auto", "ring", "ring-chunked", "recursive-doubling", "halving-doubling", "direct"};
     case Op::ReduceScatter: return {"auto", "ring", "ring-chunked"};
-    case Op::Broadcast: return {"auto", "chain", "one-to-all"};
+    case Op::Broadcast: return {"auto", "chain", "one-to-all", "scatter-allgather"};
     case Op::Allgather: return {"auto", "ring", "direct"};
-    case Op::Barrier: return {"auto", "dissemination", "all-to-all"};
+    case Op::Barrier: return {"auto", "dissemination", "all-to-all", "tree"};
   }
   return {};
 }
@@ -169,8 +169,8 @@ void checkAlgorithms(Options& o) {
       "  --algo A              the algorithm (default auto: chosen per size and rank count; the algo column\n"
       "                        says which ran). allreduce: ring | ring-chunked | recursive-doubling |\n"
       "                        halving-doubling | direct; reduce-scatter: ring | ring-chunked; broadcast:\n"
-      "                        chain | one-to-all; allgather: ring | direct; barrier: dissemination | "
-      "all-to-all\n"
+      "                        chain | one-to-all | scatter-allgather; allgather: ring | direct; barrier:\n"
+      "                        dissemination | all-to-all | tree\n"
       "  --segment SIZE        pipelining segment (default 256K)\n"
       "  --regions N           scratch regions of ring-chunked (default 4)\n"
       "  --rank R --size N     this process's rank and the group size (else OMPI_COMM_WORLD_*,\n"

@@ -145,6 +145,11 @@ std::unique_ptr<Algorithm> makeHalvingDoubling(Context& ctx, uint32_t tag, void*
 /** @brief Broadcast from @p root: one write per receiver into its landing regions. */
 std::unique_ptr<Algorithm> makeOneToAll(Context& ctx, uint32_t tag, void* data, int root,
                                         const ExchangeParams& p);
+/** @brief Broadcast from @p root: scatter of P blocks, then a direct allgather of them. */
+std::unique_ptr<Algorithm> makeScatterAllgather(Context& ctx, uint32_t tag, void* data, int root,
+                                                const ExchangeParams& p);
+/** @brief Barrier: zero-byte writes to rank 0, and back once all have arrived. */
+std::unique_ptr<Algorithm> makeTreeBarrier(Context& ctx, uint32_t tag, const ExchangeParams& p);
 /** @brief Allgather by direct exchange: @p in (count elements) to every peer; @p out gets all. */
 std::unique_ptr<Algorithm> makeDirectAllgather(Context& ctx, uint32_t tag, const void* in, void* out,
                                                const ExchangeParams& p);

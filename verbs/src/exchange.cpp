@@ -226,11 +226,12 @@ class DirectExchange {
       if (pe.send) pe.send->waitOutstanding(1);
     return scratch_.data() + size_t(par_) * stride_;
   }
-  /** @brief Sends the staged block to every peer. */
-  void post() {
+  /** @brief Sends the staged block (@p bytes of it, at most the block size) to every peer. */
+  void post(size_t bytes) {
     const size_t at = size_t(par_) * stride_;
-    for (int i = 1; i < p_; ++i) peers_[size_t((r_ + i) % p_)].send->send(at, bytes_, at);
+    for (int i = 1; i < p_; ++i) peers_[size_t((r_ + i) % p_)].send->send(at, bytes, at);
   }
+  void post() { post(bytes_); }
   /** @brief Waits for peer @p q's block of this run and returns it. */
   const uint8_t* take(int q) {
     peers_[size_t(q)].recv->take();
@@ -311,6 +312,104 @@ class DirectAllgather : public Algorithm {
   const uint8_t* in_;
   uint8_t* out_;
   size_t bytes_;
+};
+
+// ---- scatter + allgather broadcast -------------------------------------------------------
+
+/**
+ * Broadcast for large messages (Van de Geijn): the root writes block q of its data (P blocks
+ * whose sizes differ by at most one element) into rank q's scatter landing region, then every
+ * rank writes its block to every other (DirectExchange) and copies the blocks it gets into the
+ * caller's buffer. The root's link carries about 2·N instead of one-to-all's (P-1)·N, in two
+ * rounds instead of the chain's P-1 and its segments.
+ *
+ * The scatter is not symmetric, so its landing regions (kRegions per receiver, by run) are
+ * granted again by the receiver, two at a time every second run, as one-to-all's. The root
+ * writes from the caller's buffer and takes the other ranks' blocks (which it does not need) to
+ * keep the exchange symmetric; when its run() returns, every rank has written its block to it,
+ * after it had the root's: the root's scatter writes are done (checked before returning).
+ */
+class ScatterAllgather : public Algorithm {
+ public:
+  static constexpr uint32_t kRegions = 4;
+
+  ScatterAllgather(Context& ctx, uint32_t tag, void* data, int root, const ExchangeParams& p)
+      : p_(ctx.size()),
+        r_(ctx.rank()),
+        root_(root),
+        es_(dataTypeSize(p.type)),
+        user_(static_cast<uint8_t*>(data)),
+        blocks_(evenChunks(p.count, ctx.size())),
+        stride_(roundUp64(blocks_[0].cnt * es_)),
+        x_(ctx, tag, blocks_[0].cnt * es_, p.grantBatch) {
+    if (r_ == root_) {
+      userMr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), data, p.count * es_);
+      sends_.resize(size_t(p_));
+      for (int q = 0; q < p_; ++q)
+        if (q != r_)
+          sends_[size_t(q)] =
+              ctx.pair(q).createSendBuffer(slotOf(tag, kSlotChain), userMr_, 0, userMr_->size());
+    } else {
+      scatter_.assign(stride_ * kRegions, 0);
+      scatterMr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), scatter_.data(), scatter_.size());
+      recv_ =
+          ctx.pair(root_).createRecvBuffer(slotOf(tag, kSlotChain), scatterMr_, 0, scatter_.size(), kRegions);
+    }
+  }
+
+  ~ScatterAllgather() override {
+    for (auto& s : sends_)  // as one-to-all's root: a write still waiting for its grant
+      if (s) try {
+          s->waitSend();
+        } catch (...) {
+          // A failed pair or a rank that never ran: nothing more to deliver to it.
+        }
+  }
+
+  void run() override {
+    const size_t region = size_t(runs_++ % kRegions) * stride_;
+    const Chunk mine = blocks_[size_t(r_)];
+    const uint8_t* block = nullptr;
+    if (r_ == root_) {
+      for (int i = 1; i < p_; ++i) {
+        const int q = (r_ + i) % p_;
+        const Chunk& b = blocks_[size_t(q)];
+        sends_[size_t(q)]->send(b.off * es_, b.cnt * es_, region);
+      }
+      block = user_ + mine.off * es_;
+    } else {
+      recv_->waitRecv();
+      block = scatter_.data() + region;
+    }
+    std::memcpy(x_.stage(), block, mine.cnt * es_);
+    x_.post(mine.cnt * es_);
+    if (r_ != root_) std::memcpy(user_ + mine.off * es_, block, mine.cnt * es_);
+    for (int i = 1; i < p_; ++i) {
+      const int q = (r_ + p_ - i) % p_;
+      const uint8_t* got = x_.take(q);
+      const Chunk& b = blocks_[size_t(q)];
+      if (r_ != root_) std::memcpy(user_ + b.off * es_, got, b.cnt * es_);
+    }
+    if (r_ == root_) {
+      for (auto& s : sends_)
+        if (s) s->waitSend();  // read the caller's buffer; done by now (see above)
+    } else if (runs_ % (kRegions / 2) == 0) {
+      recv_->grant(kRegions / 2);
+    }
+  }
+
+ private:
+  int p_, r_, root_;
+  size_t es_;
+  uint8_t* user_;
+  std::vector<Chunk> blocks_;
+  size_t stride_;
+  DirectExchange x_;
+  std::shared_ptr<MemoryRegion> userMr_, scatterMr_;
+  std::vector<uint8_t> scatter_;
+  std::vector<std::unique_ptr<SendBuffer>> sends_;
+  std::unique_ptr<RecvBuffer> recv_;
+  uint64_t runs_ = 0;
 };
 
 // ---- recursive halving + doubling --------------------------------------------------------
@@ -582,8 +681,58 @@ class AllToAllBarrier : public Algorithm {
   std::vector<Peer> peers_;
 };
 
+/**
+ * Barrier through rank 0: every other rank writes zero bytes to rank 0, which, once it has all
+ * of them, writes zero bytes back to each. Two rounds but 2(P-1) writes, where all-to-all makes
+ * P(P-1) in one: where each message costs more than a round (a loaded host, a software RDMA
+ * device), fewer messages win. Counting is safe as in all-to-all: a rank's next arrival follows
+ * this run's release, and a release follows the arrival of the same run.
+ */
+class TreeBarrier : public Algorithm {
+ public:
+  TreeBarrier(Context& ctx, uint32_t tag, const ExchangeParams& p) : p_(ctx.size()), r_(ctx.rank()) {
+    mr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), &byte_, 1);
+    for (int q = 0; q < p_; ++q) {
+      if (q == r_ || (r_ != 0 && q != 0)) continue;
+      Pair& pq = ctx.pair(q);
+      Peer pe;
+      pe.send = pq.createSendBuffer(slotOf(tag, kSlotScratch), mr_, 0, 0);
+      pe.recv = std::make_unique<StandingGrant>(pq.createRecvBuffer(slotOf(tag, kSlotScratch), mr_, 0, 0, 0),
+                                                p.grantBatch);
+      peers_.push_back(std::move(pe));
+    }
+  }
+
+  void run() override {
+    if (r_ != 0) {
+      peers_[0].send->send(0, 0, 0);
+      peers_[0].recv->take();
+      return;
+    }
+    for (Peer& pe : peers_) pe.recv->take();
+    for (Peer& pe : peers_) pe.send->send(0, 0, 0);
+  }
+
+ private:
+  struct Peer {
+    std::unique_ptr<SendBuffer> send;
+    std::unique_ptr<StandingGrant> recv;
+  };
+  int p_, r_;
+  uint8_t byte_ = 0;
+  std::shared_ptr<MemoryRegion> mr_;
+  std::vector<Peer> peers_;
+};
+
 }  // namespace
 
+std::unique_ptr<Algorithm> makeScatterAllgather(Context& ctx, uint32_t tag, void* data, int root,
+                                                const ExchangeParams& p) {
+  return std::make_unique<ScatterAllgather>(ctx, tag, data, root, p);
+}
+std::unique_ptr<Algorithm> makeTreeBarrier(Context& ctx, uint32_t tag, const ExchangeParams& p) {
+  return std::make_unique<TreeBarrier>(ctx, tag, p);
+}
 std::unique_ptr<Algorithm> makeRecursiveDoubling(Context& ctx, uint32_t tag, void* data,
                                                  const ExchangeParams& p) {
   return std::make_unique<RecursiveDoubling>(ctx, tag, data, p);

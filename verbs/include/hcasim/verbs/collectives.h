@@ -27,8 +27,9 @@
  *  - allreduce by recursive doubling (log2 P rounds of the whole vector; ranks beyond the
  *    largest power of two fold into a partner first), by direct exchange (every rank writes its
  *    vector to every other, one round) or, for medium sizes, recursive halving + doubling;
- *  - broadcast one-to-all (the root writes into every rank's landing region), allgather by
- *    direct exchange, barrier all-to-all with zero-byte writes.
+ *  - broadcast one-to-all (the root writes into every rank's landing region) or, for large
+ *    messages, scatter + direct allgather; allgather by direct exchange; barrier all-to-all or
+ *    through rank 0 with zero-byte writes.
  * Their writes land in per-peer *landing regions*, two per peer and round, used by run parity:
  * a peer writes run n into region n mod 2 only after it has received this rank's write of run
  * n-1 for the same round, which this rank made after it had consumed run n-2 from that region.
@@ -58,9 +59,10 @@ enum class AllreduceAlgorithm {
 };
 /** @brief Broadcast algorithms. */
 enum class BroadcastAlgorithm {
-  Auto,      ///< by size and rank count: autoBroadcast()
-  Chain,     ///< pipelined chain from the root, segments forwarded as they arrive
-  OneToAll,  ///< the root writes into every rank's landing region; one round
+  Auto,              ///< by size and rank count: autoBroadcast()
+  Chain,             ///< pipelined chain from the root, segments forwarded as they arrive
+  OneToAll,          ///< the root writes into every rank's landing region; one round
+  ScatterAllgather,  ///< the root scatters P blocks, then a direct allgather; two rounds
 };
 /** @brief Allgather algorithms. */
 enum class AllgatherAlgorithm {
@@ -73,13 +75,15 @@ enum class BarrierAlgorithm {
   Auto,           ///< autoBarrier()
   Dissemination,  ///< ceil(log2 P) rounds of one message
   AllToAll,       ///< every rank writes zero bytes to every other; one round
+  Tree,           ///< zero-byte writes to rank 0 and back: two rounds, 2(P-1) writes
 };
 
 /** @brief "auto", "ring", "ring-chunked", "recursive-doubling", "halving-doubling", "direct". */
 const char* allreduceAlgorithmName(AllreduceAlgorithm a);
-const char* broadcastAlgorithmName(BroadcastAlgorithm a);  ///< "auto", "chain", "one-to-all"
+/// "auto", "chain", "one-to-all", "scatter-allgather"
+const char* broadcastAlgorithmName(BroadcastAlgorithm a);
 const char* allgatherAlgorithmName(AllgatherAlgorithm a);  ///< "auto", "ring", "direct"
-const char* barrierAlgorithmName(BarrierAlgorithm a);      ///< "auto", "dissemination", "all-to-all"
+const char* barrierAlgorithmName(BarrierAlgorithm a);      ///< "auto", "dissemination", "all-to-all", "tree"
 /** @brief The names above back to the enum; std::invalid_argument listing the names otherwise. */
 AllreduceAlgorithm parseAllreduceAlgorithm(const std::string& s);
 BroadcastAlgorithm parseBroadcastAlgorithm(const std::string& s);
