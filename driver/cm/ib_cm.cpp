@@ -135,7 +135,7 @@ int Cm::send_req(CmId* id, MadAgent* a, mad::Req req, const uint8_t dgid[16]) {
   std::memcpy(id->remote_gid_, dgid, 16);
   req.local_comm_id = id->local_id_;
   req.local_ca_guid = a->node_guid();
-  std::memcpy(req.primary.local_gid, a->gid(), 16);
+  std::memcpy(req.primary.local_gid, a->gid_for(dgid), 16);
   std::memcpy(req.primary.remote_gid, dgid, 16);
   id->service_id_ = req.service_id;
   id->xrc_ = mad::is_xrc(req);

@@ -209,8 +209,7 @@ class Cm {
   int transmit(CmId& id, bool resend_later);
   void set_state(CmId& id, CmState s);
   void emit(CmId& id, CmEventType t, const uint8_t* mad, uint16_t reason = 0, CmId* listener = nullptr);
-  void reject_unknown(MadAgent& a, const ReceivedMad& m, uint32_t remote_id, mad::RejectedMessage what,
-                      mad::RejReason reason);
+  void answer_unknown(MadAgent& a, const ReceivedMad& m);
   void enter_timewait(CmId& id);
 
   std::recursive_mutex mu_;

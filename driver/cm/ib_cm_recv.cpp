@@ -37,17 +37,10 @@ void Cm::on_mad(MadAgent& a, const ReceivedMad& m) {
   }
 }
 
-void Cm::reject_unknown(MadAgent& a, const ReceivedMad& m, uint32_t remote_id, mad::RejectedMessage what,
-                        mad::RejReason reason) {
-  mad::CommonHeader h;
-  mad::peek(m.mad, kMadBytes, h);
-  mad::Rej rej;
-  rej.remote_comm_id = remote_id;
-  rej.message_rejected = uint8_t(what);
-  rej.reason = uint16_t(reason);
+// A message naming nothing this CM knows: the answer any CM gives it (mad::answer_without_state).
+void Cm::answer_unknown(MadAgent& a, const ReceivedMad& m) {
   uint8_t out[kMadBytes];
-  mad::encode(rej, h.transaction_id, out);
-  a.send(m.sgid, out);
+  if (mad::answer_without_state(m.mad, kMadBytes, out)) a.send(m.sgid, out);
 }
 
 void Cm::on_req(MadAgent& a, const ReceivedMad& m) {
@@ -62,9 +55,7 @@ void Cm::on_req(MadAgent& a, const ReceivedMad& m) {
     return;
   }
   auto l = listeners_.find({&a, req.service_id});
-  if (l == listeners_.end())
-    return reject_unknown(a, m, req.local_comm_id, mad::RejectedMessage::Req,
-                          mad::RejReason::InvalidServiceId);
+  if (l == listeners_.end()) return answer_unknown(a, m);  // REJ: invalid service ID
   mad::CommonHeader h;
   mad::peek(m.mad, kMadBytes, h);
   CmId* id = create_id(l->second->handler_);
@@ -188,16 +179,7 @@ void Cm::on_sidr_req(MadAgent& a, const ReceivedMad& m) {
         std::memcmp(id->remote_gid_, m.sgid, 16) == 0)
       return;
   auto l = listeners_.find({&a, req.service_id});
-  if (l == listeners_.end()) {  // IBTA 12.11.2: nobody serves it
-    mad::SidrRep rep;
-    rep.request_id = req.request_id;
-    rep.service_id = req.service_id;
-    rep.status = uint8_t(mad::SidrStatus::ServiceIdNotSupported);
-    uint8_t out[kMadBytes];
-    mad::encode(rep, h.transaction_id, out);
-    a.send(m.sgid, out);
-    return;
-  }
+  if (l == listeners_.end()) return answer_unknown(a, m);  // IBTA 12.11.2: nobody serves it
   CmId* id = create_id(l->second->handler_);
   id->agent_ = &a;
   id->remote_id_ = req.request_id;

@@ -62,7 +62,8 @@ int MadAgent::setup(ibv_device* dev) {
   send_busy_.assign(kSendSlots, false);
   if (!(mr_ = reg_mr(pd_, buf_.data(), buf_.size(), uintptr_t(buf_.data()), IBV_ACCESS_LOCAL_WRITE)))
     return errno;
-  if (query_gid(ctx_, 1, kCmGidIndex, &gid_)) return errno ? errno : EINVAL;
+  for (uint32_t i = 0; i < hw::kGidTableLen; ++i)
+    if (query_gid(ctx_, 1, int(i), &gids_[i])) return errno ? errno : EINVAL;
   guid_ = be64toh(get_device_guid(dev));
   if (int e = bring_up_qp()) return e;
   for (uint32_t i = 0; i < kRecvSlots; ++i)
@@ -109,12 +110,18 @@ ibv_ah* MadAgent::ah_for(const uint8_t dgid[16]) {
   ibv_ah_attr a{};
   a.is_global = 1;
   a.port_num = 1;
-  a.grh.sgid_index = kCmGidIndex;
+  a.grh.sgid_index = sgid_index_for(dgid);  // IPv6 peers from the link-local GID
   a.grh.hop_limit = 64;
   std::memcpy(a.grh.dgid.raw, dgid, 16);
   ibv_ah* ah = create_ah(pd_, &a);
   if (ah) ahs_[key] = ah;
   return ah;
+}
+
+bool MadAgent::owns(const uint8_t g[16]) const {
+  for (const ibv_gid& mine : gids_)
+    if (std::memcmp(mine.raw, g, 16) == 0) return true;
+  return false;
 }
 
 bool MadAgent::resolve(const uint8_t gid[16], uint8_t mac[6]) {

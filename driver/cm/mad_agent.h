@@ -16,6 +16,8 @@
 #include <memory>
 #include <vector>
 
+#include "ip_addr.h"
+
 namespace hcasim::drv {
 class HcaLink;
 }
@@ -45,8 +47,13 @@ class MadAgent {
   ibv_context* context() const { return ctx_; }
   /** @brief The link to the device (for waiting and tracing). */
   HcaLink& link() const;
-  /** @brief Port 1's GID at kCmGidIndex (the address the CM puts in its REQs). */
-  const uint8_t* gid() const { return gid_.raw; }
+  /** @brief Port 1's GID at kCmGidIndex, the IPv4-mapped one (the host's IPv4 address). */
+  const uint8_t* gid() const { return gids_[kCmGidIndex].raw; }
+  /** @brief The port's GID of the same kind as @p dgid (link-local IPv6 or IPv4-mapped): the
+   *  source of the CM's messages to @p dgid and of the path to it. */
+  const uint8_t* gid_for(const uint8_t dgid[16]) const { return gids_[sgid_index_for(dgid)].raw; }
+  /** @brief Whether @p g is one of the port's GIDs (an address of this host). */
+  bool owns(const uint8_t g[16]) const;
   /** @brief The device's node GUID in host order. */
   uint64_t node_guid() const { return guid_; }
 
@@ -90,7 +97,7 @@ class MadAgent {
   uint32_t next_send_ = 0;
   bool armed_ = false;  ///< the CQ will raise an event at its next completion
   std::map<std::array<uint8_t, 16>, ibv_ah*> ahs_;
-  ibv_gid gid_{};
+  ibv_gid gids_[hw::kGidTableLen]{};  ///< the port's GID table
   uint64_t guid_ = 0;
 };
 

@@ -6,9 +6,10 @@
  *        of <rdma/rdma_user_cm.h> and the event channels librdmacm reads.
  *
  * An id belongs to a channel (a descriptor from hcasim_ucma_open). Addresses are the simulated
- * hosts' IPv4 addresses (the IPv4-mapped GID at index 1 of each port); a port space and port
- * make the IB service ID (0x0000000001060000 + port for RDMA_PS_TCP), and rdma_cm's 36-byte IP
- * header leads the REQ's private data, as on every RoCE host.
+ * hosts' IPv4 addresses (the IPv4-mapped GID at index 1 of each port) and IPv6 link-local
+ * addresses (GID index 0; ip_addr.h); a port space and port make the IB service ID
+ * (0x0000000001060000 + port for RDMA_PS_TCP), and rdma_cm's 36-byte IP header leads the REQ's
+ * private data, as on every RoCE host.
  */
 #pragma once
 
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "ib_cm.h"
+#include "ip_addr.h"
 
 namespace hcasim::drv::cm {
 
@@ -75,7 +77,7 @@ struct UcmaId {
   uint16_t ps = 0;  ///< port space (RDMA_PS_TCP, ...)
   uint8_t qp_type = 0;
   UcmaState state = UcmaState::Idle;
-  sockaddr_in src{}, dst{};
+  IpAddr src, dst;  ///< bound (or resolved) and destination addresses
   bool reuse_addr = false;
   bool child = false;         ///< made by a listener for a request: it owns no port
   MadAgent* agent = nullptr;  ///< the device the address lives on (null: wildcard)
@@ -93,7 +95,7 @@ struct UcmaMc {
   uint32_t handle = 0;  ///< names the join in LEAVE_MCAST
   uint64_t uid = 0;     ///< the library's, given back in its MULTICAST_JOIN event
   uint32_t id = 0;      ///< the id that joined
-  sockaddr_in addr{};   ///< the group's IPv4 address
+  IpAddr addr;          ///< the group's address
   uint32_t events_reported = 0;
 };
 
@@ -123,12 +125,18 @@ T ucma_command(const void* in, size_t len) {
   std::memcpy(&t, in, len < sizeof t ? len : sizeof t);
   return t;
 }
-/** @brief rdma_cm's header (cma.c's struct cma_hdr): version 0, IPv4, source port, both addresses. */
-void put_cma_hdr(uint8_t* p, const sockaddr_in& src, const sockaddr_in& dst);
-/** @brief The IPv4-mapped GID of @p a's address. */
-void gid_of(const sockaddr_in& a, uint8_t gid[16]);
-/** @brief A RoCE address vector (always with a GRH, source GID index 1) toward @p peer. */
-void fill_av(const sockaddr_in& peer, uint8_t tos, uint8_t hop_limit, ib_uverbs_ah_attr& ah);
+/** @brief rdma_cm's header (cma.c's struct cma_hdr): version 0, IP version 4 or 6, source port,
+ *  both addresses (IPv4 in the last 4 of their 16 bytes). */
+void put_cma_hdr(uint8_t* p, const IpAddr& src, const IpAddr& dst);
+/**
+ * @brief The addresses in rdma_cm's header of a request to @p listener_port: @p from the
+ * requester's, @p to the one it asked for; false if the header is not rdma_cm's.
+ */
+bool get_cma_hdr(const uint8_t* p, uint16_t listener_port, IpAddr& from, IpAddr& to);
+/** @brief Whether a listener bound to @p listener takes a request for @p to (Linux's rules). */
+bool listener_takes(const IpAddr& listener, const IpAddr& to);
+/** @brief A RoCE address vector (always with a GRH, from the GID of @p peer's kind) toward @p peer. */
+void fill_av(const IpAddr& peer, uint8_t tos, uint8_t hop_limit, ib_uverbs_ah_attr& ah);
 /** @brief @p len bytes of private data into an event's connection parameters. */
 void copy_conn_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len);
 
@@ -172,10 +180,12 @@ class Ucma {
   int query(UcmaChannel& ch, const void* in, size_t len);
   int query_route(UcmaChannel& ch, const void* in, size_t len);
   int bind_addr(UcmaId& id, const sockaddr* sa, size_t size);
-  int start_resolve(UcmaId& id, const sockaddr* src, const sockaddr* dst, uint32_t timeout_ms);
-  MadAgent* device_of(uint32_t ipv4_host_order);
+  int start_resolve(UcmaId& id, const sockaddr* src, size_t src_len, const sockaddr* dst, size_t dst_len,
+                    uint32_t timeout_ms);
+  /** @brief The device that owns @p gid (any device when @p gid is null). */
+  MadAgent* device_of(const uint8_t* gid);
   /** @brief 0 if @p self may bind @p at, else -EADDRINUSE or -EADDRNOTAVAIL. */
-  int port_conflict(const UcmaId& self, const sockaddr_in& at) const;
+  int port_conflict(const UcmaId& self, const IpAddr& at) const;
   uint16_t ephemeral_port();
   void fill_addr_resp(const UcmaId& id, rdma_ucm_query_addr_resp& r) const;
 

@@ -19,7 +19,7 @@ constexpr uint8_t kMaxCmRetries = 15;        ///< CMA_MAX_CM_RETRIES
 constexpr uint8_t kRocePacketLifetime = 16;  ///< CMA_IBOE_PACKET_LIFETIME
 constexpr uint8_t kPathMtu = IBV_MTU_1024;
 
-uint64_t service_id(uint16_t ps, const sockaddr_in& a) { return (uint64_t(ps) << 16) + ntohs(a.sin_port); }
+uint64_t service_id(uint16_t ps, const IpAddr& a) { return (uint64_t(ps) << 16) + ntohs(a.port()); }
 
 /** The QP type a REQ asks the passive side for (cm_msgs.h: cm_req_get_qp_type); 0 if none. */
 uint8_t req_qp_type(const mad::Req& r) {
@@ -30,14 +30,43 @@ uint8_t req_qp_type(const mad::Req& r) {
 
 }  // namespace
 
-void gid_of(const sockaddr_in& a, uint8_t gid[16]) { hw::gid_from_ipv4(ntohl(a.sin_addr.s_addr), gid); }
-
-void put_cma_hdr(uint8_t* p, const sockaddr_in& src, const sockaddr_in& dst) {
+void put_cma_hdr(uint8_t* p, const IpAddr& src, const IpAddr& dst) {
   std::memset(p, 0, kCmaHdrLen);
-  p[1] = 4 << 4;
-  std::memcpy(p + 2, &src.sin_port, 2);
-  std::memcpy(p + 4 + 12, &src.sin_addr.s_addr, 4);
-  std::memcpy(p + 20 + 12, &dst.sin_addr.s_addr, 4);
+  const bool v4 = src.ipv4() != 0 || !src.v6();  // IPv4 (or IPv4-mapped): the last 4 bytes only
+  p[1] = uint8_t((v4 ? 4 : 6) << 4);
+  const uint16_t port = src.port();
+  std::memcpy(p + 2, &port, 2);
+  uint8_t g[16];
+  src.gid(g);
+  std::memcpy(p + 4 + (v4 ? 12 : 0), g + (v4 ? 12 : 0), v4 ? 4 : 16);
+  dst.gid(g);
+  std::memcpy(p + 20 + (v4 ? 12 : 0), g + (v4 ? 12 : 0), v4 ? 4 : 16);
+}
+
+bool listener_takes(const IpAddr& listener, const IpAddr& to) {
+  // cma.c's cma_match_private_data: an IPv6 wildcard takes both families (afonly is
+  // net.ipv6.bindv6only, 0); an IPv4 id is afonly, and any other takes only its own address.
+  if (listener.any() && listener.v6()) return true;
+  if (!listener.v6() && to.v6()) return false;
+  return listener.any() || listener.same_address(to);
+}
+
+bool get_cma_hdr(const uint8_t* p, uint16_t listener_port, IpAddr& from, IpAddr& to) {
+  const int version = p[1] >> 4;
+  if (p[0] != 0 || (version != 4 && version != 6)) return false;
+  from = to = IpAddr::any_of(version == 4 ? AF_INET : AF_INET6);
+  uint16_t port;
+  std::memcpy(&port, p + 2, 2);
+  from.set_port(port);
+  to.set_port(listener_port);
+  uint8_t g[16] = {};
+  if (version == 4) g[10] = g[11] = 0xff;
+  const size_t off = version == 4 ? 12 : 0;
+  std::memcpy(g + off, p + 4 + off, 16 - off);
+  from.set_gid(g);
+  std::memcpy(g + off, p + 20 + off, 16 - off);
+  to.set_gid(g);
+  return true;
 }
 
 void copy_conn_pd(rdma_ucm_conn_param& c, const uint8_t* pd, size_t len) {
@@ -65,9 +94,8 @@ int Ucma::listen(UcmaChannel& ch, const void* in, size_t len) {
   UcmaId* id = find(c.id, &ch);
   if (!id) return -EINVAL;
   if (id->state == UcmaState::Idle) {
-    sockaddr_in any{};
-    any.sin_family = AF_INET;
-    if (int e = bind_addr(*id, reinterpret_cast<sockaddr*>(&any), sizeof any)) return e;
+    const IpAddr any = IpAddr::any_of(AF_INET);  // rdma_listen(3) on an unbound id: IPv4, any address
+    if (int e = bind_addr(*id, &any.u.sa, any.size())) return e;
   }
   if (id->state != UcmaState::AddrBound) return -EINVAL;
   Cm& cm = Cm::get();
@@ -97,15 +125,12 @@ int Ucma::listen(UcmaChannel& ch, const void* in, size_t len) {
 void Ucma::on_connect_request(UcmaId& listener, const CmEvent& e) {
   mad::Req req;
   if (mad::decode(e.mad, kMadBytes, req) != mad::DecodeError::Ok) return;
-  sockaddr_in to{}, from{};
-  to.sin_family = from.sin_family = AF_INET;
-  std::memcpy(&from.sin_port, req.private_data + 2, 2);
-  std::memcpy(&from.sin_addr.s_addr, req.private_data + 4 + 12, 4);
-  std::memcpy(&to.sin_addr.s_addr, req.private_data + 20 + 12, 4);
-  to.sin_port = listener.src.sin_port;
-  // A listener bound to one address takes only requests for that address.
-  if (listener.src.sin_addr.s_addr && listener.src.sin_addr.s_addr != to.sin_addr.s_addr)
-    return (void)Cm::get().send_rej(e.id, mad::RejReason::InvalidServiceId, nullptr, 0);
+  // The IB CM found the service's listener; rdma_cm refusing the request for its address or
+  // family turns it down as its consumer (cm.c destroys the id in REQ_RCVD: REJ reason 28, as
+  // rxe shows for an IPv6 request to an IPv4 listener).
+  IpAddr to, from;
+  if (!get_cma_hdr(req.private_data, listener.src.port(), from, to) || !listener_takes(listener.src, to))
+    return (void)Cm::get().send_rej(e.id, mad::RejReason::ConsumerReject, nullptr, 0);
   // The new id takes the REQ's QP type; a listener of another type refuses it (cma.c:
   // cma_ib_check_req_qp_type, then the CM rejects for its consumer).
   const uint8_t type = req_qp_type(req);
@@ -187,7 +212,7 @@ int Ucma::connect(UcmaChannel& ch, const void* in, size_t len) {
   put_cma_hdr(r.private_data, id->src, id->dst);
   std::memcpy(r.private_data + kCmaHdrLen, cp.private_data, cp.private_data_len);
   uint8_t dgid[16];
-  gid_of(id->dst, dgid);
+  id->dst.gid(dgid);
   id->cm = Cm::get().create_id(handler_for(id->handle));
   id->state = UcmaState::Connect;
   return -Cm::get().send_req(id->cm, id->agent, r, dgid);

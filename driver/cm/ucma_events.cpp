@@ -11,10 +11,10 @@
 
 namespace hcasim::drv::cm {
 
-void fill_av(const sockaddr_in& peer, uint8_t tos, uint8_t hop_limit, ib_uverbs_ah_attr& ah) {
+void fill_av(const IpAddr& peer, uint8_t tos, uint8_t hop_limit, ib_uverbs_ah_attr& ah) {
   std::memset(&ah, 0, sizeof ah);
-  gid_of(peer, ah.grh.dgid);
-  ah.grh.sgid_index = kCmGidIndex;
+  peer.gid(ah.grh.dgid);
+  ah.grh.sgid_index = sgid_index_for(ah.grh.dgid);
   ah.grh.hop_limit = hop_limit;
   ah.grh.traffic_class = tos;
   ah.is_global = 1;

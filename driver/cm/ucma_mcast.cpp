@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The rdma_cm's multicast joins on RoCE (Linux's cma_iboe_join_multicast): an IPv4 group
-// address maps to its IPv4-mapped GID; membership is the port's (IGMP on a real host, no subnet
-// administrator), so the join completes at once with a MULTICAST_JOIN event carrying the
+// address maps to its IPv4-mapped GID, an IPv6 group is its own GID; membership is the port's (IGMP on a real
+// host, no subnet administrator), so the join completes at once with a MULTICAST_JOIN event carrying the
 // group's address vector, QP 0xFFFFFF and the Q_Key; librdmacm then attaches the id's QP.
 #include <arpa/inet.h>
 #include <rdma/ib_user_verbs.h>
@@ -16,11 +16,10 @@ namespace hcasim::drv::cm {
 int Ucma::join(UcmaChannel& ch, uint32_t handle, uint64_t uid, const sockaddr* addr, uint64_t response) {
   UcmaId* id = find(handle, &ch);
   if (!id || !response) return id ? -EFAULT : -EINVAL;
-  if (!addr || addr->sa_family != AF_INET) return -EAFNOSUPPORT;
-  sockaddr_in group;
-  std::memcpy(&group, addr, sizeof group);
-  if ((ntohl(group.sin_addr.s_addr) & 0xf0000000u) != 0xe0000000u) return -EINVAL;  // not a group
-  if (!id->agent) return -ENODEV;  // joins happen on a device: bind or resolve first
+  IpAddr group;
+  if (!IpAddr::from(addr, sizeof(sockaddr_storage), group)) return -EAFNOSUPPORT;
+  if (!group.multicast()) return -EINVAL;  // not a group
+  if (!id->agent) return -ENODEV;          // joins happen on a device: bind or resolve first
   UcmaMc mc;
   mc.handle = next_handle_++;
   mc.uid = uid;

@@ -16,11 +16,11 @@ int Ucma::connect_ud(UcmaId& id, const rdma_ucm_conn_param& cp) {
   if (cp.private_data_len > mad::kSidrReqPrivateDataSize - kCmaHdrLen) return -EINVAL;
   mad::SidrReq r;
   r.partition_key = 0xffff;
-  r.service_id = (uint64_t(id.ps) << 16) + ntohs(id.dst.sin_port);
+  r.service_id = (uint64_t(id.ps) << 16) + ntohs(id.dst.port());
   put_cma_hdr(r.private_data, id.src, id.dst);
   std::memcpy(r.private_data + kCmaHdrLen, cp.private_data, cp.private_data_len);
   uint8_t dgid[16];
-  gid_of(id.dst, dgid);
+  id.dst.gid(dgid);
   id.cm = Cm::get().create_id(handler_for(id.handle));
   id.state = UcmaState::Connect;
   // CMA_CM_RESPONSE_TIMEOUT (20: 4.3 s) and CMA_MAX_CM_RETRIES (15), as for a REQ.
@@ -39,11 +39,14 @@ void Ucma::on_sidr_request(UcmaId& listener, const CmEvent& e) {
   c.ps = listener.ps;
   c.qp_type = listener.qp_type;
   c.state = UcmaState::Connect;
-  c.src = listener.src;
-  c.dst.sin_family = c.src.sin_family = AF_INET;
-  std::memcpy(&c.dst.sin_port, req.private_data + 2, 2);
-  std::memcpy(&c.dst.sin_addr.s_addr, req.private_data + 4 + 12, 4);
-  std::memcpy(&c.src.sin_addr.s_addr, req.private_data + 20 + 12, 4);
+  // A request the listener does not take (another address or family) is refused, as Linux's CM
+  // refuses one its consumer turned down: SIDR_REP status 2.
+  if (!get_cma_hdr(req.private_data, listener.src.port(), c.dst, c.src) ||
+      !listener_takes(listener.src, c.src)) {
+    mad::SidrRep rep;
+    rep.status = uint8_t(mad::SidrStatus::Rejected);
+    return (void)Cm::get().send_sidr_rep(e.id, rep);
+  }
   c.agent = e.id->agent();
   c.cm = e.id;
   ids_[c.handle] = std::move(child);

@@ -696,15 +696,19 @@ int post_one_send(SimQp& q, HcaLink& link, const ibv_send_wr& wr, bool type1_bin
 
 /**
  * Doorbell record first (the device may re-read it), then the MMIO doorbell; with @p irqs, one
- * whose interrupt handlers run on this thread (handoff.h).
+ * whose interrupt handlers run on this thread (handoff.h). A call that posted one WQE of at most
+ * hw::kBlueFlameBytes (@p wqes, @p wqebbs) rings the BlueFlame register instead, as mlx5 does
+ * by default: the WQE goes to the adapter with the store, which then need not read it by DMA.
  */
-void ring_sq_doorbell(SimQp& q, HcaLink& link, uint16_t producer, bool irqs) {
+void ring_sq_doorbell(SimQp& q, HcaLink& link, uint16_t producer, bool irqs, int wqes, uint32_t wqebbs) {
   hw::qp_dbrec_set_sq(*q.dbrec, producer);
   const uint64_t v = hw::sq_doorbell_value(q.qpn, producer);
+  const bool blueflame = wqes == 1 && wqebbs * hw::kWqeBasicBlock <= hw::kBlueFlameBytes;
+  const uint32_t reg = blueflame ? hw::kUarSqBlueFlame : hw::kUarSqDoorbell;
   if (irqs)
-    link.mmio_write64_irqs(hw::kUarSqDoorbell, v);
+    link.mmio_write64_irqs(reg, v);
   else
-    link.mmio_write64(hw::kUarSqDoorbell, v);
+    link.mmio_write64(reg, v);
 }
 
 void trace_post_recv(HcaLink& link, const SimQp& q, const ibv_recv_wr& wr) {
@@ -743,10 +747,12 @@ int post_send_wrs(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad, bool type1_b
     err = st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR || ibqp->qp_type == IBV_QPT_XRC_RECV
               ? EINVAL
               : 0;
-    for (; wr && !err; wr = wr->next)
+    int wqes = 0;
+    for (; wr && !err; wr = wr->next, ++wqes)
       if ((err = post_one_send(*q, link, *wr, type1_bind))) break;
     if (err && bad) *bad = wr;
-    if (q->sq_head != start) ring_sq_doorbell(*q, link, q->sq_head, handoff.wanted());
+    if (q->sq_head != start)
+      ring_sq_doorbell(*q, link, q->sq_head, handoff.wanted(), wqes, uint16_t(q->sq_head - start));
   }
   handoff.finish();  // outside the SQ lock: the woken reader may post on this QP
   return err;

@@ -12,15 +12,15 @@ namespace hcasim::model {
 struct TimingProfile {
   std::string name;
   double link_bps;          ///< Ethernet line rate
-  uint64_t propagation_ps;  ///< cable propagation delay
+  uint64_t propagation_ps;  ///< port to port beyond serialisation: the cable and both PHYs (PCS, FEC)
   uint64_t mmio_write_ps;   ///< CPU store to UAR until the doorbell unit sees it
   uint64_t pcie_read_ps;    ///< DMA read round trip (request to completion)
-  uint64_t pcie_write_ps;   ///< posted DMA write until visible in host memory
+  uint64_t pcie_write_ps;   ///< posted DMA write (payload, CQE, EQE) until software sees it
   double pcie_bps;          ///< DMA payload bandwidth
   uint64_t qpc_hit_ps;      ///< QPC cache hit
   uint64_t qpc_miss_ps;     ///< QPC fetch from ICM on a cache miss
-  uint64_t wqe_decode_ps;   ///< parse one WQE
-  uint64_t pkt_process_ps;  ///< receive pipeline per packet
+  uint64_t wqe_decode_ps;   ///< send pipeline: decode fetched WQEs, build the first headers
+  uint64_t pkt_process_ps;  ///< receive pipeline per packet, before it is acted on
   uint64_t irq_ps;          ///< MSI-X message to interrupt handler
   /**
    * @brief A firmware command (create, modify, query or destroy a context), from the mailbox
@@ -42,7 +42,7 @@ struct TimingProfile {
 const TimingProfile* find_profile(const std::string& name);
 /** @brief Names of all profiles (for --help and error messages). */
 std::vector<std::string> profile_names();
-/** @brief The default profile: a 100 Gb/s RoCE NIC on PCIe Gen4 x16. */
+/** @brief The default profile: a 100 Gb/s RoCE NIC on PCIe Gen3 x16, calibrated (docs/calibration.md). */
 const TimingProfile& default_profile();
 /** @brief A few lines describing @p p for people: its purpose and every figure, with units. */
 std::string describe_profile(const TimingProfile& p);

@@ -70,4 +70,28 @@ BtResult BufferTableWalker::translate(const hw::BufferDesc& desc, uint64_t offse
   return r;
 }
 
+BtResult BufferTableWalker::peek(const hw::BufferDesc& desc, uint64_t offset) const {
+  BtResult r;
+  const uint64_t psize = 1ull << desc.log_page_size;
+  const uint64_t abs = offset + desc.first_page_offset;
+  const uint64_t page = abs >> desc.log_page_size;
+  if (page >= desc.npages) return r;
+  uint64_t entry = 0;
+  if (desc.levels == 1) {
+    if (!dma_.peek(desc.bt_root + page * 8, &entry, 8)) return r;
+  } else if (desc.levels == 2) {
+    const uint64_t per_leaf = (1ull << hw::kMinPageShift) / 8;
+    uint64_t root = 0;
+    if (!dma_.peek(desc.bt_root + (page / per_leaf) * 8, &root, 8) || !hw::bte_valid(root)) return r;
+    if (!dma_.peek(hw::bte_addr(root) + (page % per_leaf) * 8, &entry, 8)) return r;
+  } else {
+    return r;
+  }
+  if (!hw::bte_valid(entry)) return r;
+  r.ok = true;
+  r.dma = hw::bte_addr(entry) + (abs & (psize - 1));
+  r.contiguous = psize - (abs & (psize - 1));
+  return r;
+}
+
 }  // namespace hcasim::model

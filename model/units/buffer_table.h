@@ -40,6 +40,12 @@ class BufferTableWalker {
   BtResult translate(const hw::BufferDesc& desc, uint64_t offset, BufferCursor& cursor, uint32_t qpn,
                      const char* what);
 
+  /**
+   * @brief Translate byte @p offset as firmware would: no trace, no count, no translation cache,
+   * no time (a BlueFlame store's WQE, which the adapter does not fetch). Not ok if unmapped.
+   */
+  BtResult peek(const hw::BufferDesc& desc, uint64_t offset) const;
+
   uint64_t walks() const { return walks_; }
   uint64_t cache_hits() const { return hits_; }
 

@@ -104,7 +104,9 @@ void CqUnit::arm(uint32_t cqn, uint32_t ci, uint32_t sn, bool solicited_only, ui
 }
 
 void CqUnit::post(uint32_t cqn, const CqeInfo& info) {
-  landing_.push(now_ps() + dma_.write_latency_ps(hw::kCqeSize), Pending{cqn, info});
+  // Posted writes keep their order: the CQE lands after the payload written before it.
+  const uint64_t at = now_ps() + dma_.write_latency_ps(hw::kCqeSize);
+  landing_.push(at > dma_.posted_until() ? at : dma_.posted_until(), Pending{cqn, info});
 }
 
 uint32_t CqUnit::unpolled(uint32_t cqn) const {
@@ -153,6 +155,7 @@ bool CqUnit::has_room(uint32_t cqn, Cq& cq, const CqeInfo& in) {
 }
 
 void CqUnit::land(Pending& p) {
+  dma_.land_due();  // the payload before this CQE, due now too, lands first
   auto it = cqs_.find(p.cqn);
   if (it == cqs_.end()) return;
   Cq& cq = it->second;

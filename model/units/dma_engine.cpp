@@ -37,6 +37,7 @@ bool DmaEngine::peek(uint64_t iova, void* dst, uint64_t len) const {
 }
 
 bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
+  if (!posted_.empty()) land_overlapping(iova, len);
   HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
                "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* out = static_cast<uint8_t*>(dst);
@@ -68,6 +69,7 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
 
 bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
                       bool release_last) {
+  if (!posted_.empty()) land_due();  // a CQE due now lands after the payload due now, never before
   HCASIM_TRACE(tracer_, Dma, DmaWrite, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
                "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
   auto* in = static_cast<const uint8_t*>(src);
@@ -98,6 +100,62 @@ bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn
   bytes_written_ += len;
   note_host_visible();
   return true;
+}
+
+bool DmaEngine::post_write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what) {
+  for (uint64_t done = 0; done < len;) {  // a fault is found when the write is issued
+    uint64_t contig = 0;
+    if (!map(iova + done, contig, qpn, "writing")) return false;
+    done += contig < len - done ? contig : len - done;
+  }
+  const auto* in = static_cast<const uint8_t*>(src);
+  Posted p{now_ps() + write_latency_ps(len), iova, qpn, what, std::vector<uint8_t>(in, in + len)};
+  // Behind the writes before it, it still crosses the link after them (its transfer time).
+  if (p.at < posted_until_ + prof_.pcie_xfer_ps(len)) p.at = posted_until_ + prof_.pcie_xfer_ps(len);
+  posted_until_ = p.at;
+  landing_.push(p.at, p.at);
+  posted_.push_back(std::move(p));
+  return true;
+}
+
+void DmaEngine::land_due() {
+  const uint64_t now = now_ps();
+  while (!posted_.empty() && posted_.front().at <= now) {
+    Posted p = std::move(posted_.front());
+    posted_.pop_front();
+    land(p);
+  }
+}
+
+void DmaEngine::land_overlapping(uint64_t iova, uint64_t len) {
+  size_t through = 0;  // how many to land: up to the last that overlaps
+  for (size_t i = 0; i < posted_.size(); ++i)
+    if (posted_[i].iova < iova + len && iova < posted_[i].iova + posted_[i].bytes.size()) through = i + 1;
+  for (; through > 0; --through) {
+    Posted p = std::move(posted_.front());
+    posted_.pop_front();
+    land(p);
+  }
+}
+
+void DmaEngine::land(Posted& p) {
+  const uint64_t len = p.bytes.size();
+  for (uint64_t done = 0; done < len;) {
+    uint64_t contig = 0;
+    uint8_t* hva = iommu_.lookup(p.iova + done, contig);
+    if (!hva) return;
+    const uint64_t n = contig < len - done ? contig : len - done;
+    if (mem_) {
+      if (!mem_->write(hva, p.bytes.data() + done, n)) return;  // the program is gone
+    } else {
+      std::memcpy(hva, p.bytes.data() + done, n);
+    }
+    done += n;
+  }
+  HCASIM_TRACE(tracer_, Dma, DmaWrite, p.qpn, TraceFields().set_addr(p.iova).set_count(uint32_t(len)),
+               "%-10s iova=0x%" PRIx64 " len=%" PRIu64, p.what, p.iova, len);
+  bytes_written_ += len;
+  note_host_visible();
 }
 
 }  // namespace hcasim::model

@@ -11,9 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <vector>
 
 #include "host_visible.h"
 #include "iommu.h"
+#include "timed_queue.h"
 #include "timing_profile.h"
 #include "trace.h"
 
@@ -30,14 +33,32 @@ class HostMemory {
 class DmaEngine {
  public:
   DmaEngine(Iommu& iommu, const TimingProfile& prof, Tracer& tracer)
-      : iommu_(iommu), prof_(prof), tracer_(tracer) {}
+      : iommu_(iommu),
+        prof_(prof),
+        tracer_(tracer),
+        landing_("dma_posted", [this](uint64_t&) { land_due(); }) {}
   void set_host_memory(HostMemory* mem) { mem_ = mem; }
 
-  /** @brief Read @p len bytes at @p iova; false on an IOMMU fault. */
+  /**
+   * @brief Read @p len bytes at @p iova; false on an IOMMU fault. Posted writes to those bytes
+   * land first: a PCIe read does not pass the writes issued before it.
+   */
   bool read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what);
   /**
-   * @brief Write @p len bytes at @p iova. With @p release_last, the final byte is stored last
-   * with release semantics (the CQE/EQE owner byte), so a poller that sees it sees the rest.
+   * @brief A posted write of payload: checked against the IOMMU now (false on a fault), its
+   * bytes reach host memory, and so software, write_latency_ps(@p len) later, and no sooner
+   * than its transfer time after the posted write before it (PCIe keeps posted writes in order
+   * and moves them one after the other). Traced when it lands.
+   */
+  bool post_write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what);
+  /** @brief When the last posted write lands: what is written after it (a CQE) lands no sooner. */
+  uint64_t posted_until() const { return posted_until_; }
+  /** @brief Land the posted writes due by now (before a CQE due at the same instant). */
+  void land_due();
+  /**
+   * @brief Write @p len bytes at @p iova, now (the caller accounted its latency). With
+   * @p release_last, the final byte is stored last with release semantics (the CQE/EQE owner
+   * byte), so a poller that sees it sees the rest. Posted writes due by now land first.
    */
   bool write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn, const char* what,
              bool release_last = false);
@@ -60,11 +81,26 @@ class DmaEngine {
   /** IOMMU translation of @p iova (@p contig bytes are contiguous from it); nullptr (counted
    *  and traced as a fault) when nothing is mapped there. */
   uint8_t* map(uint64_t iova, uint64_t& contig, uint32_t qpn, const char* direction);
+  /** A posted write on its way to host memory. */
+  struct Posted {
+    uint64_t at;  ///< when it lands
+    uint64_t iova;
+    uint32_t qpn;
+    const char* what;
+    std::vector<uint8_t> bytes;
+  };
+  /** Land, now, every posted write up to the last one that overlaps [@p iova, +@p len). */
+  void land_overlapping(uint64_t iova, uint64_t len);
+  /** Land @p p: an unmapped range (the MR went while the write was in flight) is dropped. */
+  void land(Posted& p);
   Iommu& iommu_;
   const TimingProfile& prof_;
   Tracer& tracer_;
   HostMemory* mem_ = nullptr;  // nullptr: this process, plain memcpy
   uint64_t bytes_read_ = 0, bytes_written_ = 0, faults_ = 0;
+  std::deque<Posted> posted_;  ///< in issue order, which is landing order
+  uint64_t posted_until_ = 0;
+  TimedQueue<uint64_t> landing_;
 };
 
 }  // namespace hcasim::model

@@ -14,7 +14,9 @@ void DoorbellUnit::mmio_write(uint32_t offset, uint64_t value) {
   // A CQ arm asks for completions after *now*: remember where the CQ stood, so CQEs that land
   // while the store is still on its way to the device are not missed.
   const uint32_t cq_pi = offset == hw::kUarCqArm ? cq_.produced(hw::cq_arm_cqn(value)) : 0;
-  bus_.push(now_ps() + prof_.mmio_write_ps, Write{offset, value, cq_pi});
+  // A BlueFlame store also carries the WQE: at least one 64-byte write-combined block more.
+  const uint64_t wc = offset == hw::kUarSqBlueFlame ? prof_.pcie_xfer_ps(hw::kWqeBasicBlock) : 0;
+  bus_.push(now_ps() + prof_.mmio_write_ps + wc, Write{offset, value, cq_pi});
 }
 
 void DoorbellUnit::land(Write& w) {
@@ -26,6 +28,15 @@ void DoorbellUnit::land(Write& w) {
       HCASIM_TRACE(tracer_, Doorbell, Doorbell, qpn, TraceFields().set_index(pi),
                    "UAR+0x%03x SQ doorbell: qpn=0x%x producer=%u", w.offset, qpn, pi);
       req_.doorbell(qpn, pi);
+      return;
+    }
+    case hw::kUarSqBlueFlame: {
+      const uint32_t qpn = hw::sq_doorbell_qpn(w.value);
+      const uint16_t pi = hw::sq_doorbell_pi(w.value);
+      HCASIM_TRACE(tracer_, Doorbell, Doorbell, qpn, TraceFields().set_index(pi).set_flag(kTfBlueFlame),
+                   "UAR+0x%03x SQ BlueFlame doorbell (the WQE came with it): qpn=0x%x producer=%u", w.offset,
+                   qpn, pi);
+      req_.doorbell(qpn, pi, true);
       return;
     }
     case hw::kUarCqArm: {

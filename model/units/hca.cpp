@@ -154,9 +154,11 @@ void Hca::on_rx(PacketPtr pkt) {
       core_.qpc.lookup(f.h.dest_qp, wire::is_request(f.h.opcode) ? "rx request" : "rx response");
   if (!l.qp) {
     ++rx_dropped_;
+    if (f.h.dest_qp == hw::kGsiQpn) answer_without_cm(f);
     return;
   }
-  rx_ready_ps_ = std::max(now_ps() + l.latency_ps, rx_ready_ps_);
+  // The receive pipeline (parse, checks, buffers) before the packet is acted on, in order.
+  rx_ready_ps_ = std::max(now_ps() + l.latency_ps + core_.prof.pkt_process_ps, rx_ready_ps_);
   rx_stage_.push(rx_ready_ps_, RxWork{std::move(pkt), f});
 }
 

@@ -159,6 +159,8 @@ class Hca {
   void attach_mcast(hw::CmdMailbox& mb, bool attach);
   /** @brief A datagram for QP 0xFFFFFF: a copy to every QP attached to its destination GID. */
   void deliver_multicast(PacketPtr pkt, const wire::ParsedFrame& f);
+  /** @brief A MAD for QP1 while no program opened it: answered as the host's kernel CM would. */
+  void answer_without_cm(const wire::ParsedFrame& f);
   /** @brief A frame whose QPC lookup is done: check its transport and hand it to a unit. */
   void dispatch_rx(RxWork& w);
   /** @brief Whether packets of opcode @p op belong to @p qp's transport (RC, UC, UD). */

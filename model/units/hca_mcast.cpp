@@ -61,7 +61,7 @@ void Hca::deliver_multicast(PacketPtr pkt, const wire::ParsedFrame& f) {
     cf.h.dest_qp = qpn;  // this copy is for that QP
     QpcCache::Lookup l = core_.qpc.lookup(qpn, "rx multicast");
     if (!l.qp) continue;
-    rx_ready_ps_ = std::max(now_ps() + l.latency_ps, rx_ready_ps_);
+    rx_ready_ps_ = std::max(now_ps() + l.latency_ps + core_.prof.pkt_process_ps, rx_ready_ps_);
     rx_stage_.push(rx_ready_ps_, RxWork{std::move(copy), cf});
   }
 }

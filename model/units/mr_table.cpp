@@ -175,7 +175,7 @@ int MrTable::copy(uint32_t key, uint64_t va, uint8_t* buf, uint64_t len, uint32_
     if (!t.ok) return -1;
     reads += int(t.reads);
     uint64_t n = t.contiguous < len - done ? t.contiguous : len - done;
-    bool ok = kWrite ? dma_.write(t.dma, buf + done, n, qpn, "payload")
+    bool ok = kWrite ? dma_.post_write(t.dma, buf + done, n, qpn, "payload")
                      : dma_.read(t.dma, buf + done, n, qpn, "payload");
     if (!ok) return -1;
     done += n;

@@ -100,6 +100,7 @@ struct QpContext {
   uint16_t sq_pi = 0;           ///< producer counter from the last doorbell (WQEBBs)
   uint16_t sq_fetch = 0;        ///< next WQEBB to fetch
   Ring<SendWqe> fetched;        ///< fetched, waiting for decode
+  Ring<uint16_t> pushed;        ///< WQEs that came with a BlueFlame store: no DMA read (start WQEBB)
   Ring<InflightMsg> inflight;   ///< decoded, not yet completed
   uint8_t rnr_left = 0;         ///< RNR retries left (7 = infinite)
   uint64_t rnr_wait_until = 0;  ///< an RNR NAK's wait: nothing is sent before it (IBTA 9.7.5.2.8)

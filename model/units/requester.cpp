@@ -111,7 +111,19 @@ void Requester::on_sent(const Packet& pkt, uint64_t tx_end_ps) {
   if (QpContext* qp = u_.qpc.find(pkt.report_qpn)) schedule(*qp, Stage::Complete, tx_end_ps, pkt.report_psn);
 }
 
-void Requester::doorbell(uint32_t qpn, uint16_t pi) {
+namespace {
+
+/** Whether the WQE at WQEBB counter @p index came with a BlueFlame store (and forget it). */
+bool take_pushed(QpContext& qp, uint16_t index) {
+  while (!qp.pushed.empty() && int16_t(uint16_t(qp.pushed.front() - index)) < 0) qp.pushed.pop_front();
+  if (qp.pushed.empty() || qp.pushed.front() != index) return false;
+  qp.pushed.pop_front();
+  return true;
+}
+
+}  // namespace
+
+void Requester::doorbell(uint32_t qpn, uint16_t pi, bool pushed) {
   QpcCache::Lookup l = u_.qpc.lookup(qpn, "SQ doorbell");
   if (!l.qp) return;
   // The producer counter only moves forward. A doorbell that arrives after a later one (two
@@ -120,9 +132,14 @@ void Requester::doorbell(uint32_t qpn, uint16_t pi) {
   // move it back and make the next fetch run 64K WQEs ahead. It still makes the QP look at
   // itself (the provider rings the same counter after posting receives to a QP in ERR, so
   // they get flushed).
-  if (int16_t(uint16_t(pi - l.qp->sq_pi)) > 0)
+  if (int16_t(uint16_t(pi - l.qp->sq_pi)) > 0) {
+    // BlueFlame: the one WQE from the old counter to this one reached the device with the store.
+    if (pushed) {
+      if (l.qp->pushed.size() >= 64) l.qp->pushed.pop_front();  // never fetched (QP stopped)
+      l.qp->pushed.push_back(l.qp->sq_pi);
+    }
     l.qp->sq_pi = pi;
-  else if (pi != l.qp->sq_pi)
+  } else if (pi != l.qp->sq_pi)
     HCASIM_TRACE(u_.tracer, Doorbell, Note, qpn, TraceFields().set_index(pi),
                  "SQ doorbell producer=%u is behind %u: stale, counter kept", pi, l.qp->sq_pi);
   schedule(*l.qp, Stage::Fetch, now_ps() + l.latency_ps);
@@ -151,11 +168,13 @@ void Requester::run(Job& job) {
 void Requester::fetch(QpContext& qp) {
   const uint64_t now = now_ps();
   uint64_t ready = now;
-  uint32_t fetched = 0;
+  uint32_t fetched = 0, read = 0;
   while (qp.sq_fetch != qp.sq_pi && qp.inflight.size() + qp.fetched.size() < 1024) {
     SendWqe w;
     uint32_t reads = 0;
-    const uint32_t nbb = u_.fetch.fetch_send(send_queue(qp), qp.sq_fetch, w, reads);
+    const bool pushed = take_pushed(qp, qp.sq_fetch);
+    const uint32_t nbb = pushed ? u_.fetch.take_pushed_send(send_queue(qp), qp.sq_fetch, w)
+                                : u_.fetch.fetch_send(send_queue(qp), qp.sq_fetch, w, reads);
     if (nbb == 0) {
       HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn,
                    TraceFields().set_wqe(qp.sq_fetch).set_flag(kTfError), "WQE %u: fetch/decode fault",
@@ -164,17 +183,18 @@ void Requester::fetch(QpContext& qp) {
       return;
     }
     // Reads are pipelined: the first WQE pays the round trip (plus the table walk, if any),
-    // later ones only their transfer time.
-    ready += u_.fetch.send_cost_ps(nbb, reads, fetched != 0);
+    // later ones only their transfer time. A WQE pushed with its doorbell is not read at all.
+    if (!pushed) ready += u_.fetch.send_cost_ps(nbb, reads, read++ != 0);
     HCASIM_TRACE(u_.tracer, WqeFetch, WqeFetch, qp.qpc.qpn,
                  TraceFields()
                      .set_wqe(w.index)
                      .set_count(nbb)
                      .set_flag(kTfSignaled, w.flags & hw::kCtrlCqUpdate)
-                     .set_flag(kTfSolicited, w.flags & hw::kCtrlSolicited),
-                 "SQ WQE %u (%u WQEBB): %s len=%u sge=%u%s%s%s, ready in %.1f ns", w.index, nbb,
-                 wqe_opcode_name(w.op), w.length, w.nsge, w.is_inline ? " inline" : "",
-                 (w.flags & hw::kCtrlCqUpdate) ? " signaled" : " unsignaled",
+                     .set_flag(kTfSolicited, w.flags & hw::kCtrlSolicited)
+                     .set_flag(kTfBlueFlame, pushed),
+                 "SQ WQE %u (%u WQEBB%s): %s len=%u sge=%u%s%s%s, ready in %.1f ns", w.index, nbb,
+                 pushed ? ", BlueFlame" : "", wqe_opcode_name(w.op), w.length, w.nsge,
+                 w.is_inline ? " inline" : "", (w.flags & hw::kCtrlCqUpdate) ? " signaled" : " unsignaled",
                  (w.flags & hw::kCtrlSolicited) ? " solicited" : "", double(ready - now) / 1000.0);
     qp.fetched.push_back(w);
     qp.sq_fetch = uint16_t(qp.sq_fetch + nbb);
@@ -358,10 +378,12 @@ bool Requester::send_packet(QpContext& qp, InflightMsg& m, TxBatch& batch) {
   }
   pkt->len = uint32_t(wire::build_frame(h, slot, len, pkt->data, sizeof pkt->data));
   // Payload reads overlap: the first pays the PCIe round trip, the next only their transfer.
-  if (len)
+  // Inline data came with the WQE: there is nothing to read.
+  const bool read = len && !m.w.is_inline;
+  if (read)
     batch.ready =
         (batch.first_read ? batch.now + u_.prof.pcie_read_ps : batch.ready) + u_.prof.pcie_xfer_ps(len);
-  batch.first_read = batch.first_read && len == 0;
+  batch.first_read = batch.first_read && !read;
   if (qp.tx_pkt == 0)
     HCASIM_TRACE(u_.tracer, Requester, PktTx, qp.qpc.qpn,
                  TraceFields().set_wqe(m.w.index).set_peer_qpn(h.dest_qp).set_psn(psn),
@@ -556,6 +578,7 @@ void Requester::flush(QpContext& qp) {
     qp.sq_fetch = uint16_t(qp.sq_fetch + nbb);
   }
   qp.sq_fetch = qp.sq_pi;
+  qp.pushed.clear();
   qp.tx_msg = 0;
   qp.tx_pkt = 0;
 }

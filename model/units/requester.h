@@ -29,8 +29,11 @@ class Requester {
   void set_error_handler(QpErrorHandler h) { to_error_ = std::move(h); }
   /** @brief The port sent the last frame of an unreliable message: it completes at @p tx_end_ps. */
   void on_sent(const Packet& pkt, uint64_t tx_end_ps);
-  /** @brief An SQ doorbell landed: @p pi is the new producer counter. */
-  void doorbell(uint32_t qpn, uint16_t pi);
+  /**
+   * @brief An SQ doorbell landed: @p pi is the new producer counter. With @p pushed (the
+   * BlueFlame register) the one WQE it announces came with the store: it is not read by DMA.
+   */
+  void doorbell(uint32_t qpn, uint16_t pi, bool pushed = false);
   /** @brief A response (ACK/NAK, READ response) arrived for @p qp. */
   void on_response(QpContext& qp, const wire::ParsedFrame& f);
   /** @brief QP entered SQD: report SQ drained now if nothing is outstanding. */

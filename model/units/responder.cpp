@@ -18,7 +18,8 @@ void Responder::send_ack(QpContext& qp, uint32_t psn, uint8_t syndrome) {
     case wire::AethKind::RnrNak: ++rnr_naks_; break;
     default: ++naks_; break;
   }
-  u_.frames.send_frame(h, nullptr, 0, stream_ready(qp, true, now_ps() + u_.prof.pkt_process_ps));
+  // The request went through the receive pipeline already (Hca::on_rx): the ACK goes out now.
+  u_.frames.send_frame(h, nullptr, 0, stream_ready(qp, true, now_ps()));
 }
 
 bool Responder::take_recv(QpContext& qp) {
@@ -195,7 +196,7 @@ void Responder::flush(QpContext& qp) {
 void Responder::read_response(QpContext& qp, uint32_t psn, const wire::Reth& reth) {
   const uint32_t mtu = mtu_of(qp);
   const wire::SegmentPlan plan = wire::plan_segments(wire::MessageKind::ReadResponse, reth.dma_len, mtu);
-  uint64_t ready = now_ps() + u_.prof.pkt_process_ps + u_.prof.pcie_read_ps;
+  uint64_t ready = now_ps() + u_.prof.pcie_read_ps;
   for (uint32_t i = 0; i < plan.num_packets; ++i) {
     const wire::Segment s = plan.segment(i);
     wire::Headers h;
@@ -391,8 +392,7 @@ void Responder::atomic_ack(QpContext& qp, uint32_t psn, uint64_t orig) {
   a.aeth.msn = qp.msn & wire::kMsnMask;
   a.atomic_ack_eth.orig_data = orig;
   ++acks_;
-  u_.frames.send_frame(a, nullptr, 0,
-                       stream_ready(qp, true, now_ps() + u_.prof.pkt_process_ps + u_.prof.pcie_read_ps));
+  u_.frames.send_frame(a, nullptr, 0, stream_ready(qp, true, now_ps() + u_.prof.pcie_read_ps));
 }
 
 void Responder::atomic(QpContext& qp, const wire::Headers& h) {

@@ -76,11 +76,30 @@ bool WqeFetchUnit::read_entry(const WorkQueue& q, uint32_t index, uint8_t* dst, 
   return dma_.read(t.dma, dst, len, q.qpn, q.dma_tag);
 }
 
+bool WqeFetchUnit::pushed_entry(const WorkQueue& q, uint32_t index, uint8_t* dst, uint32_t len) const {
+  const uint32_t ring = 1u << q.log_entries;
+  const BtResult t = bt_.peek(*q.buf, uint64_t(index & (ring - 1)) << q.log_stride);
+  return t.ok && dma_.peek(t.dma, dst, len);
+}
+
 uint32_t WqeFetchUnit::fetch_send(const WorkQueue& sq, uint16_t index, SendWqe& w, uint32_t& table_reads) {
+  return send_wqe(sq, index, w, &table_reads);
+}
+
+uint32_t WqeFetchUnit::take_pushed_send(const WorkQueue& sq, uint16_t index, SendWqe& w) {
+  return send_wqe(sq, index, w, nullptr);
+}
+
+uint32_t WqeFetchUnit::send_wqe(const WorkQueue& sq, uint16_t index, SendWqe& w, uint32_t* table_reads) {
   uint8_t raw[hw::kMaxSendWqeBbs * hw::kWqeBasicBlock];
   uint32_t nbb = 1;
   for (uint32_t bb = 0; bb < nbb; ++bb) {
-    if (!read_entry(sq, index + bb, raw + bb * hw::kWqeBasicBlock, hw::kWqeBasicBlock, table_reads)) return 0;
+    uint8_t* dst = raw + bb * hw::kWqeBasicBlock;
+    // A pushed WQE (no table_reads): the bytes the CPU stored into the BlueFlame buffer, which
+    // it copied from this ring slot; read from there without a DMA read or a table walk.
+    if (table_reads ? !read_entry(sq, index + bb, dst, hw::kWqeBasicBlock, *table_reads)
+                    : !pushed_entry(sq, index + bb, dst, hw::kWqeBasicBlock))
+      return 0;
     if (bb == 0) {  // the control segment says how many WQEBBs follow
       nbb = hw::wqe_bbs_for_segments(hw::ctrl_ds(load_seg<hw::CtrlSeg>(raw, 0)));
       if (nbb == 0 || nbb > hw::kMaxSendWqeBbs) return 0;

@@ -52,6 +52,12 @@ class WqeFetchUnit {
    */
   uint32_t fetch_send(const WorkQueue& sq, uint16_t index, SendWqe& w, uint32_t& table_reads);
   /**
+   * @brief Decode the send WQE at @p index that came with a BlueFlame store: the adapter has
+   * its bytes already, so there is no DMA read, no table walk and no time to charge. Returns
+   * its size in WQEBBs, 0 if malformed.
+   */
+  uint32_t take_pushed_send(const WorkQueue& sq, uint16_t index, SendWqe& w);
+  /**
    * @brief Fetch receive WQE number @p index and decode its scatter list into @p sge / @p nsge
    * (up to kMaxSge entries, ended early by a terminator). False on a fault.
    */
@@ -70,6 +76,10 @@ class WqeFetchUnit {
  private:
   /** @brief Read @p len bytes (at most one entry) of entry @p index; counts table reads. */
   bool read_entry(const WorkQueue& q, uint32_t index, uint8_t* dst, uint32_t len, uint32_t& table_reads);
+  /** @brief The bytes of entry @p index as a BlueFlame store brought them: no DMA, not traced. */
+  bool pushed_entry(const WorkQueue& q, uint32_t index, uint8_t* dst, uint32_t len) const;
+  /** @brief Fetch (@p table_reads set) or take as pushed (null) the send WQE at @p index. */
+  uint32_t send_wqe(const WorkQueue& sq, uint16_t index, SendWqe& w, uint32_t* table_reads);
 
   BufferTableWalker& bt_;
   DmaEngine& dma_;

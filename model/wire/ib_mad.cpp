@@ -835,6 +835,44 @@ bool operator==(const SidrReq& a, const SidrReq& b) { return equal(a, b); }
 bool operator==(const SidrRep& a, const SidrRep& b) { return equal(a, b); }
 // clang-format on
 
+// ------------------------------------------------------------------ a CM with no state
+
+bool answer_without_state(const uint8_t* p, size_t len, uint8_t out[kMadSize]) {
+  CommonHeader h;
+  if (!peek(p, len, h) || h.mgmt_class != kMgmtClassCm) return false;
+  switch (AttrId(h.attribute_id)) {
+    case AttrId::Req: {
+      Req req;
+      if (decode(p, len, req) != DecodeError::Ok) return false;
+      Rej rej;
+      rej.remote_comm_id = req.local_comm_id;
+      rej.message_rejected = uint8_t(RejectedMessage::Req);
+      rej.reason = uint16_t(RejReason::InvalidServiceId);
+      encode(rej, h.transaction_id, out);
+      return true;
+    }
+    case AttrId::SidrReq: {
+      SidrReq req;
+      if (decode(p, len, req) != DecodeError::Ok) return false;
+      SidrRep rep;
+      rep.request_id = req.request_id;
+      rep.service_id = req.service_id;
+      rep.status = uint8_t(SidrStatus::ServiceIdNotSupported);
+      encode(rep, h.transaction_id, out);
+      return true;
+    }
+    case AttrId::Dreq: {
+      Dreq dreq;
+      if (decode(p, len, dreq) != DecodeError::Ok) return false;
+      Drep drep;
+      drep.remote_comm_id = dreq.local_comm_id;
+      encode(drep, h.transaction_id, out);
+      return true;
+    }
+    default: return false;
+  }
+}
+
 // ------------------------------------------------------------------ describe
 
 size_t describe(const uint8_t* p, size_t len, char* buf, size_t n) {

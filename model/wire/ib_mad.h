@@ -452,6 +452,20 @@ inline bool operator!=(const M& a, const M& b) {
   return !(a == b);
 }
 
+// ------------------------------------------------------------------ a CM with no state
+
+/**
+ * @brief The answer a CM gives a message that names nothing it knows, whether or not it has
+ * any state at all (a host on which nothing listens, or whose CM no program has started):
+ * a REQ gets a REJ with reason 8, "invalid service ID" (IBTA 12.6.7; Linux cm.c sends the same
+ * when no listener matches); a SIDR_REQ a SIDR_REP with status 1, "service ID not supported"
+ * (IBTA 12.11.2); a DREQ a DREP, since every DREQ is answered even for a connection long gone
+ * (IBTA 12.9.6). Each echoes the transaction ID and names the sender's communication or request
+ * ID. Other messages, and MADs that do not decode, get no answer.
+ * @return true with the answer in @p out (kMadSize bytes), false for no answer.
+ */
+bool answer_without_state(const uint8_t* p, size_t len, uint8_t out[kMadSize]);
+
 // ------------------------------------------------------------------ traces
 
 /**

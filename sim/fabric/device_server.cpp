@@ -528,7 +528,7 @@ bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
     e.sync_to_wall();  // realtime: at the wall-clock instant
     hca.mmio_write(dm.offset, dm.value);
     // Realtime: its next few microseconds (packets, ACK, CQE, interrupt) at once, as in-process.
-    if (e.realtime() && dm.offset == hw::kUarSqDoorbell) e.run_ahead(sim::kLeadPs);
+    if (e.realtime() && hw::is_sq_doorbell(dm.offset)) e.run_ahead(sim::kLeadPs);
   });
   if (m.r.type == MsgType::DoorbellSync) {
     StatusReply r{0};

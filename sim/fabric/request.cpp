@@ -69,7 +69,7 @@ std::string check_doorbell(const DoorbellMsg& d, MsgType t, const ConnState& c) 
   if (d.offset >= hw::kUarPageSize || d.offset % 8)
     return format("%s at UAR offset 0x%x: outside the HCA's UAR page (%u bytes, 8-byte registers)",
                   type_name(t).c_str(), d.offset, hw::kUarPageSize);
-  if (d.offset != hw::kUarSqDoorbell) return "";
+  if (!hw::is_sq_doorbell(d.offset)) return "";
   // QPNs carry their HCA's index (CommandUnit::qpn_base): one of another HCA is another host's.
   const uint32_t qpn = hw::sq_doorbell_qpn(d.value), own = c.first_hca + d.hca;
   // The GSI QP is number 1 on every HCA (its doorbell goes to the UAR of the HCA it names).

@@ -155,7 +155,7 @@ class SimLink : public drv::HcaLink {
       // than the HCA it models; left to the device thread, a completion due 4 us after the
       // doorbell would reach the program tens of microseconds later in wall time, and programs
       // that race their own teardown (Gloo) would lose far more often than on hardware.
-      if (e.realtime() && offset == hw::kUarSqDoorbell && !Engine::in_kernel_thread()) {
+      if (e.realtime() && hw::is_sq_doorbell(offset) && !Engine::in_kernel_thread()) {
         const uint64_t seen = interrupts_delivered();
         e.run_ahead(kLeadPs);
         woke = interrupts_delivered() != seen;

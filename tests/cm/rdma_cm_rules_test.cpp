@@ -248,4 +248,139 @@ TEST_F(RdmaCmRules, RequestOfAnotherQpTypeThanTheListenersIsRejected) {
   rdma_destroy_ep(rc_listener);
 }
 
+// ------------------------------------------------------------------ IPv6
+// The simulated hosts' IPv6 addresses are their link-local GIDs (fe80::/64 from the MAC, GID
+// index 0), as a RoCEv2 host's are: hcasim0 is fe80::48:43ff:fe41:1, hcasim1 ...:2.
+constexpr const char* kHost0V6 = "fe80::48:43ff:fe41:1";
+constexpr const char* kHost1V6 = "fe80::48:43ff:fe41:2";
+
+std::string text_of(const sockaddr* a) {
+  char b[INET6_ADDRSTRLEN] = "?";
+  if (a->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, b, sizeof b);
+  else if (a->sa_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, b, sizeof b);
+  return b;
+}
+
+class RdmaCmIpv6 : public RdmaCmRules {
+ protected:
+  /** An id listening on @p at. */
+  rdma_cm_id* listen_on(const sockaddr* at) {
+    rdma_cm_id* l = nullptr;
+    EXPECT_EQ(rdma_create_id(ch_, &l, nullptr, RDMA_PS_TCP), 0);
+    EXPECT_EQ(rdma_bind_addr(l, const_cast<sockaddr*>(at)), 0) << strerror(errno);
+    EXPECT_EQ(rdma_listen(l, 4), 0);
+    return l;
+  }
+  /** A client id routed to @p dst, with a QP. */
+  rdma_cm_id* client_to(const sockaddr* dst) {
+    rdma_cm_id* id = nullptr;
+    EXPECT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+    EXPECT_EQ(rdma_resolve_addr(id, nullptr, const_cast<sockaddr*>(dst), 2000), 0) << strerror(errno);
+    expect(RDMA_CM_EVENT_ADDR_RESOLVED);
+    EXPECT_EQ(rdma_resolve_route(id, 2000), 0);
+    expect(RDMA_CM_EVENT_ROUTE_RESOLVED);
+    make_qp(id);
+    return id;
+  }
+};
+
+// rdma_cm(7) takes IPv6 addresses as it takes IPv4 ones; on RoCEv2 the address is the GID, so
+// both ends, the path and every packet are IPv6 (Linux cma.c: cma_hdr with IP version 6, the
+// source GID of the address's kind). The passive side sees the client's address and port.
+TEST_F(RdmaCmIpv6, LinkLocalAddressesConnectAndAreReportedAsIpv6) {
+  const sockaddr_in6 at = addr6(kHost1V6, 7481);
+  rdma_cm_id* l = listen_on(reinterpret_cast<const sockaddr*>(&at));
+  rdma_cm_id* c = client_to(reinterpret_cast<const sockaddr*>(&at));
+  ASSERT_EQ(rdma_get_local_addr(c)->sa_family, AF_INET6);
+  EXPECT_EQ(text_of(rdma_get_local_addr(c)), kHost0V6) << "the source is the host's own link-local address";
+  ASSERT_NE(c->route.path_rec, nullptr);
+  char sgid[INET6_ADDRSTRLEN], dgid[INET6_ADDRSTRLEN];
+  inet_ntop(AF_INET6, c->route.path_rec->sgid.raw, sgid, sizeof sgid);
+  inet_ntop(AF_INET6, c->route.path_rec->dgid.raw, dgid, sizeof dgid);
+  EXPECT_STREQ(sgid, kHost0V6);
+  EXPECT_STREQ(dgid, kHost1V6);
+  rdma_cm_id* s = request(c);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(rdma_get_peer_addr(s)->sa_family, AF_INET6);
+  EXPECT_EQ(text_of(rdma_get_peer_addr(s)), kHost0V6);
+  EXPECT_EQ(rdma_get_dst_port(s), rdma_get_src_port(c));
+  EXPECT_EQ(text_of(rdma_get_local_addr(s)), kHost1V6);
+  accept(s);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  close(c);
+  close(s);
+  rdma_destroy_id(l);
+}
+
+// An id bound to an IPv4 address takes IPv4 requests only (Linux: rdma_bind_addr makes an
+// AF_INET id "afonly", and cma_match_private_data refuses another IP version). The IB CM has a
+// listener for the port's service ID, so rdma_cm turns the request down as its consumer: REJ
+// reason 28 (cm.c cm_destroy_id in REQ_RCVD). rxe between two guests gives the same (rping -s -a
+// 192.0.2.2, rping -c -a fe80::...%eth0: "RDMA_CM_EVENT_REJECTED, error 28").
+TEST_F(RdmaCmIpv6, AnIpv4ListenerRefusesAnIpv6Request) {
+  const sockaddr_in6 dst = addr6(kHost1V6, 7471);  // the fixture's listener: 192.0.2.2:7471
+  rdma_cm_id* c = client_to(reinterpret_cast<const sockaddr*>(&dst));
+  rdma_conn_param p{};
+  p.retry_count = p.rnr_retry_count = 7;
+  ASSERT_EQ(rdma_connect(c, &p), 0);
+  rdma_cm_event* e = expect(RDMA_CM_EVENT_REJECTED, true);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->status, 28);
+  rdma_ack_cm_event(e);
+  close(c);
+}
+
+// An IPv6 wildcard (::) takes IPv4 requests too (Linux: an AF_INET6 id is afonly only with
+// net.ipv6.bindv6only set, 0 by default); the request's addresses stay IPv4.
+TEST_F(RdmaCmIpv6, AnIpv6WildcardListenerTakesIpv4Requests) {
+  const sockaddr_in6 any = addr6("::", 7482);
+  rdma_cm_id* l = listen_on(reinterpret_cast<const sockaddr*>(&any));
+  const sockaddr_in dst = addr("192.0.2.2", 7482);
+  rdma_cm_id* c = client_to(reinterpret_cast<const sockaddr*>(&dst));
+  rdma_cm_id* s = request(c);
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(rdma_get_peer_addr(s)->sa_family, AF_INET);
+  EXPECT_EQ(text_of(rdma_get_peer_addr(s)), "192.0.2.1");
+  accept(s);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  expect(RDMA_CM_EVENT_ESTABLISHED);
+  close(c);
+  close(s);
+  rdma_destroy_id(l);
+}
+
+// Address errors, as Linux gives them: an id keeps one family (cma_resolve_addr: EINVAL when the
+// destination's differs from the bound source's); an IPv6 address off the one link has no route
+// (ADDR_ERROR, -ENETUNREACH); binding an address no local host has is EADDRNOTAVAIL.
+TEST_F(RdmaCmIpv6, AddressErrors) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in src = addr("192.0.2.1", 0);
+  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&src)), 0);
+  sockaddr_in6 dst = addr6(kHost1V6, 7471);
+  errno = 0;
+  EXPECT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 100), -1);
+  EXPECT_EQ(errno, EINVAL);
+  rdma_destroy_id(id);
+
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in6 off = addr6("2001:db8::1", 7471);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&off), 100), 0);
+  rdma_cm_event* e = expect(RDMA_CM_EVENT_ADDR_ERROR, true);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->status, -ENETUNREACH);
+  rdma_ack_cm_event(e);
+  rdma_destroy_id(id);
+
+  ASSERT_EQ(rdma_create_id(ch_, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in6 foreign = addr6("fe80::1", 0);
+  errno = 0;
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&foreign)), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+  rdma_destroy_id(id);
+}
+
 }  // namespace

@@ -14,3 +14,13 @@ inline sockaddr_in addr(const char* ip, uint16_t port) {
   inet_pton(AF_INET, ip, &a.sin_addr);
   return a;
 }
+
+// addr6("fe80::48:43ff:fe41:2", 7471): an IPv6 socket address (the simulated hosts' link-local
+// addresses are fe80::48:43ff:fe41:N, N = host + 1).
+inline sockaddr_in6 addr6(const char* ip, uint16_t port) {
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(port);
+  inet_pton(AF_INET6, ip, &a.sin6_addr);
+  return a;
+}

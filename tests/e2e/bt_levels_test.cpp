@@ -80,23 +80,35 @@ TEST_F(BufferTableLevels, WorkloadWrapsEveryRing) {
   EXPECT_TRUE(same_bytes(a_.buf + (1 << 19), b_.buf + (1 << 19), 200000));
 }
 
-// The level count really took effect: the first zero-length RDMA WRITE on a fresh QP makes the
-// requester walk two tables (SQ for the WQE, CQ for the CQE), and each walk reads one 8-byte
-// entry per level. (No payload, so no MR walk; the WQE read is one 64-byte basic block.)
+// The level count really took effect: the first two zero-length RDMA WRITEs on a fresh QP,
+// posted in one call (two WQEs: a plain doorbell, so the WQEs are read by DMA, not pushed by
+// BlueFlame), make the requester walk two tables (SQ for the WQEs, CQ for the CQE), and each
+// walk reads one 8-byte entry per level. (No payload, so no MR walk; each WQE read is one
+// 64-byte basic block.)
 TEST_F(BufferTableLevels, WalksReadOneEntryPerLevel) {
   if (!hcasim_sim_present()) GTEST_SKIP() << "not the simulator";
   ASSERT_NO_FATAL_FAILURE(Build());
   uint64_t walks0 = 0, bytes0 = 0, walks1 = 0, bytes1 = 0;
   ASSERT_EQ(hcasim_sim_counter(Dev(a_), "bt_walks", &walks0), 0);
   ASSERT_EQ(hcasim_sim_counter(Dev(a_), "dma_read_bytes", &bytes0), 0);
-  ASSERT_EQ(PostSend(a_, 1, IBV_WR_RDMA_WRITE, {}, IBV_SEND_SIGNALED, 0, b_.addr(0), b_.mr->rkey), 0);
+  ibv_send_wr wr[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    wr[i].wr_id = uint64_t(i + 1);
+    wr[i].opcode = IBV_WR_RDMA_WRITE;
+    wr[i].wr.rdma.remote_addr = b_.addr(0);
+    wr[i].wr.rdma.rkey = b_.mr->rkey;
+  }
+  wr[0].next = &wr[1];
+  wr[1].send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(a_.qp, wr, &bad), 0);
   ibv_wc wc;
   ASSERT_TRUE(PollOne(a_.scq, wc));
-  EXPECT_TRUE(wc_is(wc, {1, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
+  EXPECT_TRUE(wc_is(wc, {2, IBV_WC_RDMA_WRITE, a_.qp->qp_num}));
   ASSERT_EQ(hcasim_sim_counter(Dev(a_), "bt_walks", &walks1), 0);
   ASSERT_EQ(hcasim_sim_counter(Dev(a_), "dma_read_bytes", &bytes1), 0);
   ASSERT_EQ(walks1 - walks0, 2u) << "SQ and CQ walks";
-  EXPECT_EQ(bytes1 - bytes0 - 64, 2u * 8 * env_levels())
+  EXPECT_EQ(bytes1 - bytes0 - 2 * 64, 2u * 8 * env_levels())
       << "table bytes read for " << env_levels() << " level(s)";
 }
 

@@ -64,7 +64,7 @@ profiles)
     grep -q "^$p: " "$tmp/out" || fail "profile $p is not described"
   done
   [ "$(grep -c '^  link [0-9]* Gb/s' "$tmp/out")" = 3 ] || fail "not every profile gives its link rate"
-  grep -q "^  link 1 Gb/s, cable 1.0 us, path MTU 1024$" "$tmp/out" || fail "teaching profile figures"
+  grep -q "^  link 1 Gb/s, port to port 1.0 us (cable and PHYs), path MTU 1024$" "$tmp/out" || fail "teaching profile figures"
   run "$tmp/out" run --profile nope -- sh -c "touch $tmp/ran"
   [ $? -eq 2 ] || fail "--profile nope did not exit 2"
   grep -q "unknown profile 'nope' (known: roce-100g roce-25g teaching" "$tmp/out" || fail "--profile message: $(cat "$tmp/out")"
@@ -377,23 +377,24 @@ trace)
   [ $rc -eq 0 ] || { cat "$tmp/out"; fail "three_ops under --trace exited $rc"; }
   [ -s "$tmp/trace" ] || fail "no trace written"
   # The steps in order (each after the previous one), columns: time host unit event qpn facts.
-  # The first SQ doorbell, its QPC lookup, the buffer-table walk to the SQ page and the WQE fetch;
-  # then the RDMA WRITE WITH IMMEDIATE: request packets out and in, the ACK, the receiver's CQE
-  # and its completion-event decision, and the interrupt that delivers it.
+  # The first SQ doorbell (a BlueFlame store: one WR posted, its WQE comes with it), its QPC
+  # lookup and the WQE taken without a DMA read; then the RDMA WRITE WITH IMMEDIATE: request
+  # packets out and in, the ACK sent, the receiver's CQE and its completion-event decision (the
+  # CQE lands while the ACK is on its way), the ACK received, and the interrupt that delivers
+  # the event.
   awk '
     BEGIN {
       n = 0
-      want[n] = "doorbell";   pat[n++] = "SQ doorbell"
+      want[n] = "doorbell";   pat[n++] = "SQ BlueFlame"
       want[n] = "qpc.lookup"; pat[n++] = "SQ doorbell"
-      want[n] = "bt.walk";    pat[n++] = "^sq: page 0"
-      want[n] = "wqe.fetch";  pat[n++] = "^SQ WQE 0"
+      want[n] = "wqe.fetch";  pat[n++] = "^SQ WQE 0 \\(1 WQEBB, BlueFlame\\)"
       want[n] = "pkt.tx";     pat[n++] = "TX WRITE_FIRST"
       want[n] = "pkt.rx";     pat[n++] = "RX WRITE_FIRST"
       want[n] = "pkt.rx";     pat[n++] = "RX WRITE_LAST_IMM"
       want[n] = "pkt.tx";     pat[n++] = "TX ACK .*AETH\\[ACK"
-      want[n] = "ack";        pat[n++] = "^ACK psn="
       want[n] = "cqe.write";  pat[n++] = "RESP_WRITE_IMM .*\\+imm status=0x00"
       want[n] = "event";      pat[n++] = "EVENT"
+      want[n] = "ack";        pat[n++] = "^ACK psn="
       want[n] = "irq";        pat[n++] = "MSI-X"
       i = 0
     }

@@ -21,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # The two SQ doorbells' simulated times (ns) on hcasim0, one per line.
 doorbells() {
-  awk '!/^#/ && $2 == "hcasim0" && $3 == "doorbell" && /SQ doorbell/ {print $1}' "$1"
+  awk '!/^#/ && $2 == "hcasim0" && $3 == "doorbell" && /SQ (doorbell|BlueFlame)/ {print $1}' "$1"
 }
 gap_ns() {  # the second doorbell's time minus the first's, in ns (integer)
   doorbells "$1" | awk 'NR==1 {a=$1} NR==2 {b=$1} END {if (NR != 2) print "none"; else printf "%d\n", b - a}'

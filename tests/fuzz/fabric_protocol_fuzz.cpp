@@ -51,7 +51,7 @@ void check_accepted(const MsgHeader& h, uint32_t nfds, const ConnState& c, const
       FUZZ_CHECK(r.doorbell.offset < hw::kUarPageSize && r.doorbell.offset % 8 == 0, "UAR offset 0x%x",
                  r.doorbell.offset);
       // An SQ doorbell names a QP of the sender's own HCA, or the GSI QP, number 1 on every HCA.
-      FUZZ_CHECK(r.doorbell.offset != hw::kUarSqDoorbell ||
+      FUZZ_CHECK(!hw::is_sq_doorbell(r.doorbell.offset) ||
                      hw::sq_doorbell_qpn(r.doorbell.value) == hw::kGsiQpn ||
                      (hw::sq_doorbell_qpn(r.doorbell.value) >> 16) == ((c.first_hca + r.doorbell.hca) & 0xff),
                  "SQ doorbell for QPN 0x%x accepted", hw::sq_doorbell_qpn(r.doorbell.value));

@@ -469,6 +469,23 @@ TEST_F(CqEqTest, UnknownEqIsIgnored) {
   EXPECT_FALSE(eq.exists(kEqn));
 }
 
+// PCIe keeps posted writes in order: a CQE posted right after a payload write of 4 KiB lands
+// no sooner than that payload, though alone it would land first.
+TEST_F(CqEqTest, CqeLandsNoSoonerThanThePayloadWrittenBeforeIt) {
+  uint64_t iova = 0;
+  uint8_t* page = rig.mapped_page(iova);
+  const std::vector<uint8_t> payload(4096, 0x5a);
+  const uint64_t t0 = sim_now_ps();
+  ASSERT_TRUE(rig.dma.post_write(iova, payload.data(), payload.size(), 1, "payload"));
+  cq.post(kCqn, send_cqe(0));
+  run_for_ps(rig.dma.write_latency_ps(hw::kCqeSize));
+  EXPECT_EQ(cq.cqes(), 0u) << "the CQE passed the payload written before it";
+  EXPECT_EQ(page[4095], 0);
+  run_for_ps(t0 + rig.dma.write_latency_ps(4096) - sim_now_ps());
+  EXPECT_EQ(page[4095], 0x5a);
+  EXPECT_EQ(cq.cqes(), 1u);
+}
+
 TEST_F(CqEqTest, CompletionEventReachesTheInterruptHandler) {
   cq.arm(kCqn, 0, 0, false, cq.produced(kCqn));
   const uint64_t t0 = sim_now_ps();

@@ -122,6 +122,8 @@ TEST(HwLayout, GeometryAndUarConstants) {
   EXPECT_EQ(kUarCqArm, 0x20u);
   EXPECT_EQ(kUarEqArm, 0x40u);
   EXPECT_EQ(kUarSqDoorbell, 0x800u);
+  EXPECT_EQ(kUarSqBlueFlame, 0x900u);
+  EXPECT_EQ(kBlueFlameBytes, 4 * kWqeBasicBlock);
   EXPECT_EQ(kUarPageSize, 4096u);
   // mlx5 opcode values the driver and model both rely on.
   EXPECT_EQ(uint8_t(WqeOpcode::RdmaWrite), 0x08);

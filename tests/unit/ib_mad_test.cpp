@@ -776,5 +776,69 @@ TEST(IbMad, DescribeNeverOverflows) {
   EXPECT_EQ(one, '\0');
 }
 
+// ------------------------------------------------------------------ a CM with no state
+
+TEST(IbMad, AnswerWithoutStateRejectsReqAsNoListener) {
+  Req req;
+  req.local_comm_id = 0x1234abcd;
+  req.service_id = 0x0000000001060000ull;
+  req.local_qpn = 0x11;
+  uint8_t in[kMadSize], out[kMadSize];
+  encode(req, 0x77, in);
+  ASSERT_TRUE(answer_without_state(in, kMadSize, out));
+  CommonHeader h;
+  ASSERT_TRUE(peek(out, kMadSize, h));
+  EXPECT_EQ(h.attribute_id, uint16_t(AttrId::Rej));
+  EXPECT_EQ(h.transaction_id, 0x77u);  // echoed, so the requester matches it
+  Rej rej;
+  ASSERT_EQ(decode(out, kMadSize, rej), DecodeError::Ok);
+  EXPECT_EQ(rej.remote_comm_id, 0x1234abcdu);
+  EXPECT_EQ(rej.local_comm_id, 0u);
+  EXPECT_EQ(rej.message_rejected, uint8_t(RejectedMessage::Req));
+  EXPECT_EQ(rej.reason, uint16_t(RejReason::InvalidServiceId));  // 8, as Linux cm.c sends
+}
+
+TEST(IbMad, AnswerWithoutStateRefusesSidrAndAnswersDreq) {
+  SidrReq sreq;
+  sreq.request_id = 0x5555;
+  sreq.service_id = 0x0000000001110000ull;
+  uint8_t in[kMadSize], out[kMadSize];
+  encode(sreq, 9, in);
+  ASSERT_TRUE(answer_without_state(in, kMadSize, out));
+  SidrRep srep;
+  ASSERT_EQ(decode(out, kMadSize, srep), DecodeError::Ok);
+  EXPECT_EQ(srep.request_id, 0x5555u);
+  EXPECT_EQ(srep.service_id, sreq.service_id);
+  EXPECT_EQ(srep.status, uint8_t(SidrStatus::ServiceIdNotSupported));
+
+  Dreq dreq;
+  dreq.local_comm_id = 0x42;
+  dreq.remote_comm_id = 0x43;
+  encode(dreq, 10, in);
+  ASSERT_TRUE(answer_without_state(in, kMadSize, out));
+  Drep drep;
+  ASSERT_EQ(decode(out, kMadSize, drep), DecodeError::Ok);
+  EXPECT_EQ(drep.remote_comm_id, 0x42u);
+  EXPECT_EQ(drep.local_comm_id, 0u);
+}
+
+TEST(IbMad, AnswerWithoutStateIgnoresEverythingElse) {
+  uint8_t in[kMadSize], out[kMadSize];
+  Rtu rtu;
+  encode(rtu, 1, in);
+  EXPECT_FALSE(answer_without_state(in, kMadSize, out));
+  Rep rep;
+  encode(rep, 1, in);
+  EXPECT_FALSE(answer_without_state(in, kMadSize, out));
+  Rej rej;
+  encode(rej, 1, in);
+  EXPECT_FALSE(answer_without_state(in, kMadSize, out));  // never answer an answer
+  Req req;
+  encode(req, 1, in);
+  EXPECT_FALSE(answer_without_state(in, 100, out));  // truncated
+  in[1] = 0x03;                                      // another management class
+  EXPECT_FALSE(answer_without_state(in, kMadSize, out));
+}
+
 }  // namespace
 }  // namespace hcasim::wire::mad

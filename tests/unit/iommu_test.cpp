@@ -153,11 +153,11 @@ TEST(DmaEngine, LatenciesComeFromTheProfile) {
   Iommu m;
   Tracer t;
   DmaEngine dma(m, p, t);
-  // roce-100g: read 700 ns, write 250 ns, 200 Gb/s -> 64 B take 2.56 ns.
-  EXPECT_EQ(dma.read_latency_ps(64), 702'560u);
-  EXPECT_EQ(dma.write_latency_ps(64), 252'560u);
+  // roce-100g: read 400 ns, write 200 ns, 110 Gb/s -> 64 B take 4.654 ns, 4 KiB 297.89 ns.
+  EXPECT_EQ(dma.read_latency_ps(64), 404'654u);
+  EXPECT_EQ(dma.write_latency_ps(64), 204'654u);
   EXPECT_EQ(dma.read_latency_ps(0), p.pcie_read_ps);
-  EXPECT_EQ(dma.write_latency_ps(4096), p.pcie_write_ps + 163'840u);
+  EXPECT_EQ(dma.write_latency_ps(4096), p.pcie_write_ps + 297'890u);
 }
 
 TEST(DmaEngine, ReadAndWriteSplitAcrossExtents) {

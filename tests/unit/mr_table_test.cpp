@@ -147,7 +147,14 @@ TEST_F(MrTableTest, WriteScattersAcrossPagesByteForByte) {
   std::vector<uint8_t> src(kLen);
   for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 7 + (i >> 8));
   // Three table walks (one per page).
+  const uint64_t t0 = test::sim_now_ps();
   EXPECT_EQ(mrs.write(kKey, kVa, src.data(), src.size(), 1), 3);
+  // Posted writes: nothing in host memory yet; the last chunk lands a write latency after the
+  // ones before it would have.
+  EXPECT_EQ(table.pages[0][0x100], 0xee);
+  EXPECT_EQ(rig.dma.bytes_written(), 0u);
+  EXPECT_GE(rig.dma.posted_until(), t0 + rig.dma.write_latency_ps(0x300));
+  test::run_for_ps(rig.dma.posted_until() - t0);
 
   // Page 0: bytes [0x100, 0x1000) carry src[0, 0xf00); page 1 all of src[0xf00, 0x1f00);
   // page 2: [0, 0x300) carry the rest.
@@ -157,6 +164,24 @@ TEST_F(MrTableTest, WriteScattersAcrossPagesByteForByte) {
   for (size_t i = 0; i < 0x100; ++i) ASSERT_EQ(table.pages[0][i], 0xee) << "before the MR: " << i;
   for (size_t i = 0x300; i < kPage; ++i) ASSERT_EQ(table.pages[2][i], 0xee) << "after the MR: " << i;
   EXPECT_EQ(rig.dma.bytes_written(), kLen);
+}
+
+TEST_F(MrTableTest, PostedWritesLandInOrderAndReadsDoNotPassThem) {
+  add_mr(hw::kAccessLocalWrite);
+  const uint8_t big[0x400] = {1}, small[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+  const uint64_t t0 = test::sim_now_ps();
+  ASSERT_GE(mrs.write(kKey, kVa, big, sizeof big, 1), 0);
+  ASSERT_GE(mrs.write(kKey, kVa + 0x800, small, sizeof small, 1), 0);
+  // The small write would be faster alone, but lands behind the big one, its transfer later.
+  EXPECT_EQ(rig.dma.posted_until(),
+            t0 + rig.dma.write_latency_ps(sizeof big) + default_profile().pcie_xfer_ps(sizeof small));
+  test::run_for_ps(rig.dma.write_latency_ps(sizeof small));
+  EXPECT_EQ(table.pages[0][0x100 + 0x800], 0) << "landed before the write issued ahead of it";
+  // A read of those bytes waits for the writes before it (PCIe: reads do not pass posted writes).
+  uint8_t out[8] = {};
+  EXPECT_GE(mrs.read(kKey, kVa + 0x800, out, sizeof out, 1), 0);
+  EXPECT_EQ(0, std::memcmp(out, small, sizeof small));
+  EXPECT_EQ(table.pages[0][0x100], 1);
 }
 
 TEST_F(MrTableTest, ReadGathersAcrossPagesByteForByte) {

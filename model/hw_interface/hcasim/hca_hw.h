@@ -269,13 +269,25 @@ struct Eqe {
  * SQ doorbell value: [55:32] QPN, [15:0] new SQ producer counter (in WQEBBs).
  * CQ arm value:      [63:60] arm sequence number, [56] solicited-only, [55:32] consumer index, [23:0] CQN.
  * EQ arm value:      [55:32] consumer index, [23:0] EQN (re-enables the interrupt).
+ *
+ * The SQ BlueFlame register takes the SQ doorbell value from a post of a single WQE of at most
+ * kBlueFlameBytes: the CPU writes that WQE's basic blocks into the UAR's BlueFlame buffer with
+ * write-combining stores, so the WQE reaches the adapter with the doorbell and is not read by
+ * DMA (mlx5's BlueFlame: rdma-core providers/mlx5/qp.c copies the WQE when one is posted).
  */
 enum UarOffset : uint32_t {
   kUarCqArm = 0x020,
   kUarEqArm = 0x040,
   kUarSqDoorbell = 0x800,
+  kUarSqBlueFlame = 0x900,
 };
 constexpr uint32_t kUarPageSize = 4096;
+/** @brief The BlueFlame buffer: the largest WQE a post may push with its doorbell (4 WQEBBs). */
+constexpr uint32_t kBlueFlameBytes = 256;
+/** @brief Whether a UAR store at @p offset is an SQ doorbell (plain or BlueFlame). */
+constexpr bool is_sq_doorbell(uint32_t offset) {
+  return offset == kUarSqDoorbell || offset == kUarSqBlueFlame;
+}
 
 constexpr uint64_t sq_doorbell_value(uint32_t qpn, uint16_t pi) {
   return (uint64_t(qpn & kQpnMask) << 32) | pi;

@@ -104,6 +104,7 @@ enum TraceFlag : uint16_t {
   kTfError = 1u << 8,         ///< CQE: error status; check/command: it failed
   kTfEq = 1u << 9,            ///< doorbell: the EQ arm doorbell (queue = EQN); else CQ arm
   kTfSrq = 1u << 10,          ///< with kTfRq: a shared receive queue (queue = SRQN)
+  kTfBlueFlame = 1u << 11,    ///< SQ doorbell, SQ WQE fetch: the WQE came with a BlueFlame store
 };
 
 /**

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// QP1 when no program on this host has started a connection manager. On a real host the
+// kernel's CM owns QP1 from the moment the device appears, so a connection request to a host
+// where nothing listens is rejected at once (REJ reason 8) and the requester's rdma_connect()
+// fails with RDMA_CM_EVENT_REJECTED. Here the CM lives in the programs (driver/cm), and QP1
+// exists only while one of them has it open; until then this answers for the host's CM as a
+// CM without state does (wire::mad::answer_without_state), instead of leaving the request to
+// be resent seconds later.
+#include <cstring>
+
+#include "hca.h"
+#include "ib_mad.h"
+
+namespace hcasim::model {
+
+namespace {
+
+// The headers of a datagram from this host's QP1 back to the sender of @p f, on the path it came.
+wire::Headers reply_headers(const wire::ParsedFrame& f, const uint8_t src_mac[6]) {
+  wire::Headers h{};
+  std::memcpy(h.dst_mac, f.h.src_mac, 6);
+  std::memcpy(h.src_mac, src_mac, 6);
+  uint8_t their_gid[16], our_gid[16];
+  wire::gids_from_l3(f.h, their_gid, our_gid);
+  wire::set_l3_from_gids(h, our_gid, their_gid);
+  h.ttl = 64;
+  h.udp_sport = wire::roce_udp_sport(hw::kGsiQpn, f.h.deth.src_qp);
+  h.opcode = wire::BthOpcode::UD_SEND_ONLY;
+  h.pkey = f.h.pkey;
+  h.dest_qp = f.h.deth.src_qp;
+  h.deth.qkey = wire::mad::kGsiQkey;
+  h.deth.src_qp = hw::kGsiQpn;
+  return h;
+}
+
+}  // namespace
+
+void Hca::answer_without_cm(const wire::ParsedFrame& f) {
+  uint8_t out[wire::mad::kMadSize];
+  if (f.h.opcode != wire::BthOpcode::UD_SEND_ONLY ||
+      !wire::mad::answer_without_state(f.payload, f.payload_len, out))
+    return;
+  if (tracer_.on() && tracer_.wants(trace::TraceUnit::Responder, trace::TraceKind::Note)) {
+    char what[192], answer[192];
+    wire::mad::describe(f.payload, f.payload_len, what, sizeof what);
+    wire::mad::describe(out, sizeof out, answer, sizeof answer);
+    HCASIM_TRACE(tracer_, Responder, Note, hw::kGsiQpn, TraceFields().set_peer_qpn(f.h.deth.src_qp),
+                 "no program on this host has started a CM (no QP1): its kernel's CM answers %s with %s",
+                 what, answer);
+  }
+  // The host's answer leaves an interrupt's latency later; its software time is not modelled.
+  core_.frames.send_frame(reply_headers(f, core_.id.mac), out, sizeof out, now_ps() + core_.prof.irq_ps);
+}
+
+}  // namespace hcasim::model
