@@ -13,6 +13,10 @@
  * Grants make overwrites impossible by construction: the receiver grants again only when it
  * is done with the region the next write lands in. Contract: every grant a RecvBuffer gives
  * must be used by a send before the RecvBuffer is destroyed (its memory is deregistered).
+ * Grants a SendBuffer leaves unused when it is destroyed are dropped with it, not kept for a
+ * later SendBuffer of the same slot: a slot is one buffer's on each side for its lifetime
+ * (the collectives take a new slot per instance), and the grants the internal algorithms give
+ * ahead would otherwise name memory their peer has already deregistered.
  */
 #pragma once
 
