@@ -4,7 +4,9 @@
 // wrap), float inputs are small integers or powers of two so every result is exact in any
 // summation order.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <random>
 #include <sstream>
 #include <type_traits>
 
@@ -19,6 +21,7 @@ using namespace verbs_test;
 namespace hcasim::verbs {
 // Test names and failure messages show the type by name, not as bytes.
 void PrintTo(DataType t, std::ostream* os) { *os << dataTypeName(t); }
+void PrintTo(BarrierAlgorithm a, std::ostream* os) { *os << barrierAlgorithmName(a); }
 }  // namespace hcasim::verbs
 
 namespace {
@@ -131,11 +134,15 @@ RankOptions opts(PollMode mode = PollMode::BusyPoll) {
   return o;
 }
 
-void allreduceSweep(const CollectiveOptions& co, DataType t) {
+// @p maxBytes: the few-round algorithms that send the whole vector per round or per peer
+// (direct, recursive doubling) stop at ~256 KiB, well past where Auto uses them: a 1 MiB direct
+// exchange over 8 ranks as threads takes most of a minute under TSan.
+void allreduceSweep(const CollectiveOptions& co, DataType t, size_t maxBytes = SIZE_MAX) {
   runRanks(P, opts(), [&](Context& ctx) {
     for (ReduceOp op : kOps)
       for (size_t n : counts(t, true))
         dispatch(t, [&](auto zero) {
+          if (n * dataTypeSize(t) > maxBytes) return;
           using T = decltype(zero);
           std::vector<uint8_t> buf;
           fill<T>(buf, ctx.rank(), n, op);
@@ -172,7 +179,158 @@ TEST_P(AllreduceEveryOpSize, RingChunked) {
   allreduceSweep(co, GetParam());
 }
 
+TEST_P(AllreduceEveryOpSize, RecursiveDoubling) {
+  Watchdog wd(55);
+  CollectiveOptions co;
+  co.algorithm = AllreduceAlgorithm::RecursiveDoubling;
+  allreduceSweep(co, GetParam(), 300 * 1024);
+}
+
+TEST_P(AllreduceEveryOpSize, HalvingDoubling) {
+  Watchdog wd(55);
+  CollectiveOptions co;
+  co.algorithm = AllreduceAlgorithm::HalvingDoubling;
+  allreduceSweep(co, GetParam());
+}
+
+TEST_P(AllreduceEveryOpSize, Direct) {
+  Watchdog wd(55);
+  CollectiveOptions co;
+  co.algorithm = AllreduceAlgorithm::Direct;
+  allreduceSweep(co, GetParam(), 300 * 1024);
+}
+
 INSTANTIATE_TEST_SUITE_P(Type, AllreduceEveryOpSize, ::testing::ValuesIn(kTypes), typeName);
+
+// The few-round algorithms grant their landing regions ahead and rely on the exchange itself to
+// keep a fast rank from overwriting what a slow one has not consumed (collectives.h). Here one
+// instance runs many times with new inputs each run while ranks are held up at random, so some
+// run ahead by a run or more; every result is checked. Landing regions that were not kept apart
+// by run parity, or a one-to-all root that did not wait for its grants, give wrong elements
+// here. A grant batch of 3 makes the grants run out and be topped up every few runs.
+TEST(Collectives, FewRoundAlgorithmsNeverOverwriteUnconsumedData) {
+  Watchdog wd(55);
+  constexpr int kRuns = 60;
+  runRanks(P, opts(), [&](Context& ctx) {
+    const int r = ctx.rank();
+    std::mt19937 rng(uint32_t(1234 + r));
+    auto maybeLag = [&] {
+      if (rng() % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 400));
+    };
+    CollectiveOptions co;
+    co.grantBatch = 3;
+    const size_t n = 37;  // not a multiple of any rank count here: uneven halving-doubling chunks
+    for (AllreduceAlgorithm a : {AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::Direct,
+                                 AllreduceAlgorithm::HalvingDoubling}) {
+      co.algorithm = a;
+      std::vector<int64_t> v(n);
+      Allreduce ar(ctx, v.data(), n, DataType::Int64, ReduceOp::Sum, co);
+      for (int it = 0; it < kRuns; ++it) {
+        for (size_t i = 0; i < n; ++i) v[i] = input<int64_t>(r, i, ReduceOp::Sum, it);
+        maybeLag();
+        ar.run();
+        check<int64_t>(
+            v.data(), n, [&](size_t i) { return expected<int64_t>(i, ReduceOp::Sum, it); },
+            std::string(allreduceAlgorithmName(a)) + " run " + std::to_string(it));
+      }
+    }
+    for (BroadcastAlgorithm a : {BroadcastAlgorithm::OneToAll, BroadcastAlgorithm::ScatterAllgather}) {
+      co.broadcast = a;
+      std::vector<double> b(n);
+      Broadcast bc(ctx, b.data(), n, DataType::Double, P - 1, co);
+      for (int it = 0; it < kRuns; ++it) {
+        for (size_t i = 0; i < n; ++i) b[i] = input<double>(r, i, ReduceOp::Min, it);
+        maybeLag();
+        bc.run();
+        check<double>(
+            b.data(), n, [&](size_t i) { return input<double>(P - 1, i, ReduceOp::Min, it); },
+            std::string(broadcastAlgorithmName(a)) + " run " + std::to_string(it));
+      }
+    }
+    co.allgather = AllgatherAlgorithm::Direct;
+    std::vector<int32_t> in(n), out(n * P);
+    Allgather ag(ctx, in.data(), out.data(), n, DataType::Int32, co);
+    for (int it = 0; it < kRuns; ++it) {
+      for (size_t i = 0; i < n; ++i) in[i] = input<int32_t>(r, i, ReduceOp::Max, it);
+      maybeLag();
+      ag.run();
+      check<int32_t>(
+          out.data(), n * P, [&](size_t i) { return input<int32_t>(int(i / n), i % n, ReduceOp::Max, it); },
+          "direct allgather run " + std::to_string(it));
+    }
+  });
+}
+
+// Auto: a few-round algorithm for small messages, a bandwidth-optimal one for large ones, never
+// "auto" itself, and the same choice on every rank (each rank's choice is compared with rank 0's).
+TEST(Collectives, AutoChoosesBySizeTheSameOnEveryRank) {
+  Watchdog wd(55);
+  for (size_t bytes : {size_t(8), size_t(4096), size_t(65536), size_t(1) << 20, size_t(64) << 20}) {
+    EXPECT_NE(autoAllreduce(bytes, P), AllreduceAlgorithm::Auto);
+    EXPECT_NE(autoBroadcast(bytes, P), BroadcastAlgorithm::Auto);
+    EXPECT_NE(autoAllgather(bytes, P), AllgatherAlgorithm::Auto);
+  }
+  EXPECT_NE(autoBarrier(P), BarrierAlgorithm::Auto);
+  const AllreduceAlgorithm small = autoAllreduce(8, P), large = autoAllreduce(size_t(64) << 20, P);
+  EXPECT_TRUE(small == AllreduceAlgorithm::RecursiveDoubling || small == AllreduceAlgorithm::Direct)
+      << allreduceAlgorithmName(small);
+  // Large: a bandwidth-optimal one (2(P-1)/P·N per rank), not one that sends the whole vector.
+  EXPECT_TRUE(large == AllreduceAlgorithm::Ring || large == AllreduceAlgorithm::RingChunked ||
+              large == AllreduceAlgorithm::HalvingDoubling)
+      << allreduceAlgorithmName(large);
+  // Large broadcasts: one whose root sends about 2·N, not (P-1)·N (a chain or scatter+allgather).
+  const BroadcastAlgorithm bl = autoBroadcast(size_t(64) << 20, P);
+  EXPECT_TRUE(P <= 2 || bl == BroadcastAlgorithm::Chain || bl == BroadcastAlgorithm::ScatterAllgather)
+      << broadcastAlgorithmName(bl);
+  EXPECT_EQ(autoAllgather(size_t(1) << 30, P), AllgatherAlgorithm::Ring);  // 1 GiB: bounded scratch
+  std::vector<int> chosen(size_t(P), -1);
+  runRanks(P, opts(), [&](Context& ctx) {
+    std::vector<float> v(1000);
+    Allreduce ar(ctx, v.data(), v.size(), DataType::Float, ReduceOp::Sum);
+    chosen[size_t(ctx.rank())] = int(ar.algorithm());
+    if (ar.algorithm() != autoAllreduce(v.size() * sizeof(float), P))
+      throw std::runtime_error("algorithm() is not what autoAllreduce says");
+  });
+  for (int r = 1; r < P; ++r) EXPECT_EQ(chosen[size_t(r)], chosen[0]) << "rank " << r;
+}
+
+TEST(Collectives, AlgorithmNamesRoundTrip) {
+  for (auto a : {AllreduceAlgorithm::Auto, AllreduceAlgorithm::Ring, AllreduceAlgorithm::RingChunked,
+                 AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::HalvingDoubling,
+                 AllreduceAlgorithm::Direct})
+    EXPECT_EQ(parseAllreduceAlgorithm(allreduceAlgorithmName(a)), a);
+  for (auto a : {BroadcastAlgorithm::Auto, BroadcastAlgorithm::Chain, BroadcastAlgorithm::OneToAll,
+                 BroadcastAlgorithm::ScatterAllgather})
+    EXPECT_EQ(parseBroadcastAlgorithm(broadcastAlgorithmName(a)), a);
+  for (auto a : {AllgatherAlgorithm::Auto, AllgatherAlgorithm::Ring, AllgatherAlgorithm::Direct})
+    EXPECT_EQ(parseAllgatherAlgorithm(allgatherAlgorithmName(a)), a);
+  for (auto a : {BarrierAlgorithm::Auto, BarrierAlgorithm::Dissemination, BarrierAlgorithm::AllToAll,
+                 BarrierAlgorithm::Tree})
+    EXPECT_EQ(parseBarrierAlgorithm(barrierAlgorithmName(a)), a);
+  try {
+    parseBroadcastAlgorithm("ring");
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& e) {  // names the choices
+    EXPECT_NE(std::string(e.what()).find("chain, one-to-all, scatter-allgather"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ReduceScatter, RefusesAllreduceOnlyAlgorithms) {
+  Watchdog wd(55);
+  runRanks(P, opts(), [&](Context& ctx) {
+    std::vector<float> in(size_t(P) * 4), out(4);
+    CollectiveOptions co;
+    co.algorithm = AllreduceAlgorithm::RecursiveDoubling;
+    try {
+      ReduceScatter rs(ctx, in.data(), out.data(), 4, DataType::Float, ReduceOp::Sum, co);
+    } catch (const std::invalid_argument& e) {
+      if (std::string(e.what()).find("recursive-doubling") == std::string::npos) throw;
+      return;
+    }
+    throw std::runtime_error("reduce-scatter accepted recursive-doubling");
+  });
+}
 
 TEST(Allreduce, RepeatedRunsReuseRegistrations) {
   Watchdog wd(55);
@@ -219,6 +377,56 @@ TEST(Allreduce, EventModeSolicited) {
   });
 }
 
+// Event mode (solicited-only wake-ups) for each few-round algorithm, with the sizes Auto gives
+// them and one beyond.
+TEST(Collectives, FewRoundAlgorithmsInEventMode) {
+  Watchdog wd(55);
+  runRanks(P, opts(PollMode::Event), [&](Context& ctx) {
+    const int r = ctx.rank();
+    for (size_t n : {size_t(1), size_t(3 * P + 1), size_t(1000), size_t(20000)}) {
+      for (AllreduceAlgorithm a : {AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::Direct,
+                                   AllreduceAlgorithm::HalvingDoubling}) {
+        std::vector<uint8_t> buf;
+        fill<float>(buf, r, n, ReduceOp::Sum);
+        CollectiveOptions co;
+        co.algorithm = a;
+        Allreduce ar(ctx, buf.data(), n, DataType::Float, ReduceOp::Sum, co);
+        for (int it = 0; it < 3; ++it) {
+          fill<float>(buf, r, n, ReduceOp::Sum);
+          ar.run();
+          check<float>(
+              buf.data(), n, [&](size_t i) { return expected<float>(i, ReduceOp::Sum); },
+              std::string("event ") + allreduceAlgorithmName(a) + " " +
+                  name(DataType::Float, ReduceOp::Sum, n));
+        }
+      }
+      std::vector<uint8_t> b;
+      fill<double>(b, r, n, ReduceOp::Max, 2);
+      CollectiveOptions co;
+      for (BroadcastAlgorithm a : {BroadcastAlgorithm::OneToAll, BroadcastAlgorithm::ScatterAllgather}) {
+        fill<double>(b, r, n, ReduceOp::Max, 2);
+        co.broadcast = a;
+        broadcast(ctx, b.data(), n, DataType::Double, 0, co);
+        check<double>(
+            b.data(), n, [&](size_t i) { return input<double>(0, i, ReduceOp::Max, 2); },
+            std::string("event ") + broadcastAlgorithmName(a));
+      }
+      std::vector<uint8_t> mine, out(n * P * 4);
+      fill<int32_t>(mine, r, n, ReduceOp::Max, 3);
+      co.allgather = AllgatherAlgorithm::Direct;
+      allgather(ctx, mine.data(), out.data(), n, DataType::Int32, co);
+      check<int32_t>(
+          out.data(), n * P, [&](size_t i) { return input<int32_t>(int(i / n), i % n, ReduceOp::Max, 3); },
+          "event direct allgather");
+    }
+    CollectiveOptions bo;
+    for (BarrierAlgorithm a : {BarrierAlgorithm::AllToAll, BarrierAlgorithm::Tree}) {
+      bo.barrier = a;
+      barrier(ctx, bo);
+    }
+  });
+}
+
 TEST(ReduceScatter, EveryTypeOpSize) {
   Watchdog wd(55);
   runRanks(P, opts(), [&](Context& ctx) {
@@ -248,8 +456,7 @@ TEST(ReduceScatter, EveryTypeOpSize) {
   });
 }
 
-TEST(Allgather, EveryTypeSizeInAndOutOfPlace) {
-  Watchdog wd(55);
+void allgatherSweep(AllgatherAlgorithm a) {
   runRanks(P, opts(), [&](Context& ctx) {
     const int r = ctx.rank();
     for (DataType t : kTypes)
@@ -267,17 +474,28 @@ TEST(Allgather, EveryTypeSizeInAndOutOfPlace) {
             }
             CollectiveOptions co;
             co.segmentBytes = 65536;
+            co.allgather = a;
             allgather(ctx, in, out.data(), n, t, co);
             check<T>(
                 out.data(), n * P,
                 [&](size_t i) { return input<T>(int(i / (n ? n : 1)), i % (n ? n : 1), ReduceOp::Max, 5); },
-                std::string("allgather ") + (inPlace ? "in place " : "") + name(t, ReduceOp::Max, n));
+                std::string("allgather ") + allgatherAlgorithmName(a) + (inPlace ? " in place " : " ") +
+                    name(t, ReduceOp::Max, n));
           });
   });
 }
 
-TEST(Broadcast, EveryTypeSizeRoot) {
+TEST(Allgather, RingEveryTypeSizeInAndOutOfPlace) {
   Watchdog wd(55);
+  allgatherSweep(AllgatherAlgorithm::Ring);
+}
+
+TEST(Allgather, DirectEveryTypeSizeInAndOutOfPlace) {
+  Watchdog wd(55);
+  allgatherSweep(AllgatherAlgorithm::Direct);
+}
+
+void broadcastSweep(BroadcastAlgorithm a) {
   runRanks(P, opts(), [&](Context& ctx) {
     const int r = ctx.rank();
     for (DataType t : kTypes)
@@ -290,20 +508,42 @@ TEST(Broadcast, EveryTypeSizeRoot) {
             fill<T>(buf, r, n, ReduceOp::Min, 9);  // every rank starts with different data
             CollectiveOptions co;
             co.segmentBytes = 32768;
+            co.broadcast = a;
             broadcast(ctx, buf.data(), n, t, root, co);
             check<T>(
                 buf.data(), n, [&](size_t i) { return input<T>(root, i, ReduceOp::Min, 9); },
-                "broadcast root " + std::to_string(root) + " " + name(t, ReduceOp::Min, n));
+                std::string("broadcast ") + broadcastAlgorithmName(a) + " root " + std::to_string(root) +
+                    " " + name(t, ReduceOp::Min, n));
           });
         }
   });
 }
 
-TEST(Barrier, NobodyLeavesEarly) {
+TEST(Broadcast, ChainEveryTypeSizeRoot) {
+  Watchdog wd(55);
+  broadcastSweep(BroadcastAlgorithm::Chain);
+}
+
+TEST(Broadcast, OneToAllEveryTypeSizeRoot) {
+  Watchdog wd(55);
+  broadcastSweep(BroadcastAlgorithm::OneToAll);
+}
+
+TEST(Broadcast, ScatterAllgatherEveryTypeSizeRoot) {
+  Watchdog wd(55);
+  broadcastSweep(BroadcastAlgorithm::ScatterAllgather);
+}
+
+class BarrierEvery : public ::testing::TestWithParam<BarrierAlgorithm> {};
+
+TEST_P(BarrierEvery, NobodyLeavesEarly) {
   Watchdog wd(55);
   std::atomic<int> arrived{0};
   runRanks(P, opts(), [&](Context& ctx) {
-    Barrier b(ctx);
+    CollectiveOptions co;
+    co.barrier = GetParam();
+    Barrier b(ctx, co);
+    if (b.algorithm() != GetParam()) throw std::runtime_error("another barrier algorithm ran");
     for (int k = 0; k < 50; ++k) {
       if (k % 7 == ctx.rank()) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a late rank
       arrived.fetch_add(1);
@@ -314,3 +554,12 @@ TEST(Barrier, NobodyLeavesEarly) {
     barrier(ctx);  // one-shot form
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Algorithm, BarrierEvery,
+                         ::testing::Values(BarrierAlgorithm::Dissemination, BarrierAlgorithm::AllToAll,
+                                           BarrierAlgorithm::Tree),
+                         [](const ::testing::TestParamInfo<BarrierAlgorithm>& i) {
+                           return i.param == BarrierAlgorithm::AllToAll ? std::string("AllToAll")
+                                  : i.param == BarrierAlgorithm::Tree   ? std::string("Tree")
+                                                                        : std::string("Dissemination");
+                         });

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "hcasim/verbs/launcher.h"
@@ -40,6 +41,43 @@ TEST(Reduce, EveryTypeAndOp) {
   EXPECT_EQ(run(la, lb, DataType::Int64, ReduceOp::Max), (std::vector<int64_t>{int64_t(1) << 40, 10}));
   EXPECT_EQ(run(la, lb, DataType::Int64, ReduceOp::Sum),
             (std::vector<int64_t>{(int64_t(1) << 40) + (int64_t(1) << 30), 1}));
+}
+
+// reduceTo(dst, a, b) must equal a copy of a followed by reduceInto(copy, b), element for element
+// and bit for bit, also when dst is a or b (the allreduce rounds write over their own input).
+template <class T>
+void reduceToMatchesReduceInto(DataType t) {
+  std::vector<T> a(37), b(37);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = T(int64_t(i * 7 % 19) - 9) / T(2);  // halves: exact for every op, integers truncate
+    b[i] = T(int64_t(i * 5 % 23) - 11);
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max, ReduceOp::Prod}) {
+    const std::vector<T> want = run(a, b, t, op);
+    std::vector<T> dst(a.size(), T(99));
+    reduceTo(dst.data(), a.data(), b.data(), a.size(), t, op);
+    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), dst.size() * sizeof(T)))
+        << dataTypeName(t) << " " << reduceOpName(op);
+    std::vector<T> ina = a, inb = b;
+    reduceTo(ina.data(), ina.data(), b.data(), a.size(), t, op);
+    reduceTo(inb.data(), a.data(), inb.data(), a.size(), t, op);
+    EXPECT_EQ(ina, want) << "dst == a, " << reduceOpName(op);
+    EXPECT_EQ(inb, want) << "dst == b, " << reduceOpName(op);
+  }
+}
+
+TEST(Reduce, ReduceToIsCopyThenReduceInto) {
+  reduceToMatchesReduceInto<float>(DataType::Float);
+  reduceToMatchesReduceInto<double>(DataType::Double);
+  reduceToMatchesReduceInto<int32_t>(DataType::Int32);
+  reduceToMatchesReduceInto<int64_t>(DataType::Int64);
+  // Wrapping sums and products, as reduceInto's.
+  const int32_t big[] = {std::numeric_limits<int32_t>::max(), 1 << 20}, one[] = {1, 1 << 12};
+  int32_t out[2];
+  reduceTo(out, big, one, 2, DataType::Int32, ReduceOp::Sum);
+  EXPECT_EQ(out[0], std::numeric_limits<int32_t>::min());
+  reduceTo(out, big, one, 2, DataType::Int32, ReduceOp::Prod);
+  EXPECT_EQ(out[1], 0);  // 2^32 wraps
 }
 
 TEST(Reduce, NamesRoundTrip) {

@@ -8,7 +8,9 @@
 //   hcasim run --hosts 4 -- coll-bench --op allreduce --ranks-as-threads 4 --mode busy --compare-gloo
 //
 // --compare-gloo (built when Debian's Gloo, libgloo-dev, is found: HCASIM_HAVE_GLOO) also runs
-// Gloo's AllreduceRing with its ibverbs transport on the same device, sizes and clock.
+// Gloo's algorithms for the op with its ibverbs transport on the same device, sizes and clock:
+// every one that applies at each size (allreduce: AllreduceRing, AllreduceRingChunked,
+// AllreduceHalvingDoubling, AllreduceBcube), and reports the fastest with its name.
 //
 // Run `coll-bench --help` for every option.
 #include <dlfcn.h>
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -39,8 +42,13 @@
 #include "hcasim/verbs/store.h"
 
 #if HCASIM_HAVE_GLOO
+#include <gloo/allgather_ring.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier_all_to_all.h>
+#include <gloo/broadcast_one_to_all.h>
 #include <gloo/config.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -73,14 +81,75 @@ struct Options {
   ReduceOp redop = ReduceOp::Sum;
   int root = 0;
   CollectiveOptions coll;
+  std::string algo = "auto";  // --algo, checked against --op once every option is read
   PollMode mode = PollMode::Event;
   bool check = true;
   std::string clock = "auto";
   int timeoutMs = 60000;
   uint32_t dataWr = 32, ackWr = 8;
   bool compareGloo = false;
-  std::string glooAlgo = "ring";  // ring | ring-chunked
+  std::string glooAlgo = "best";  // best, or one of glooAlgos(op)
 };
+
+// Our algorithms per op, as --algo takes them.
+std::vector<std::string> ourAlgos(Op op) {
+  switch (op) {
+    case Op::Allreduce:
+      return {"auto", "ring", "ring-chunked", "recursive-doubling", "halving-doubling", "direct"};
+    case Op::ReduceScatter: return {"auto", "ring", "ring-chunked"};
+    case Op::Broadcast: return {"auto", "chain", "one-to-all", "scatter-allgather"};
+    case Op::Allgather: return {"auto", "ring", "direct"};
+    case Op::Barrier: return {"auto", "dissemination", "all-to-all", "tree"};
+  }
+  return {};
+}
+
+// Gloo's algorithms per op (--gloo-algo), and the Gloo class each name stands for.
+std::vector<std::string> glooAlgos(Op op) {
+  switch (op) {
+    case Op::Allreduce: return {"ring", "ring-chunked", "halving-doubling", "bcube"};
+    case Op::Broadcast: return {"one-to-all"};
+    case Op::Allgather: return {"ring"};
+    case Op::Barrier: return {"all-to-all"};
+    case Op::ReduceScatter: return {};
+  }
+  return {};
+}
+const char* glooClass(Op op, const std::string& a) {
+  if (op == Op::Allreduce)
+    return a == "ring"               ? "AllreduceRing"
+           : a == "ring-chunked"     ? "AllreduceRingChunked"
+           : a == "halving-doubling" ? "AllreduceHalvingDoubling"
+                                     : "AllreduceBcube";
+  if (op == Op::Broadcast) return "BroadcastOneToAll";
+  if (op == Op::Allgather) return "AllgatherRing";
+  return "BarrierAllToAll";
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// --algo and --gloo-algo against the op: an invalid_argument naming the option and the choices.
+void checkAlgorithms(Options& o) {
+  const auto ours = ourAlgos(o.op);
+  if (std::find(ours.begin(), ours.end(), o.algo) == ours.end())
+    throw std::invalid_argument("--algo '" + o.algo + "' does not apply to --op " + o.opName + " (" +
+                                o.opName + ": " + join(ours) + ")");
+  switch (o.op) {
+    case Op::Allreduce:
+    case Op::ReduceScatter: o.coll.algorithm = parseAllreduceAlgorithm(o.algo); break;
+    case Op::Broadcast: o.coll.broadcast = parseBroadcastAlgorithm(o.algo); break;
+    case Op::Allgather: o.coll.allgather = parseAllgatherAlgorithm(o.algo); break;
+    case Op::Barrier: o.coll.barrier = parseBarrierAlgorithm(o.algo); break;
+  }
+  const auto gloo = glooAlgos(o.op);
+  if (o.glooAlgo != "best" && std::find(gloo.begin(), gloo.end(), o.glooAlgo) == gloo.end())
+    throw std::invalid_argument("--gloo-algo '" + o.glooAlgo + "' does not apply to --op " + o.opName + " (" +
+                                (gloo.empty() ? std::string("Gloo has none") : "best, " + join(gloo)) + ")");
+}
 
 [[noreturn]] void usage(int rc) {
   std::printf(
@@ -97,7 +166,11 @@ struct Options {
       "  -o, --redop OP        sum | min | max | prod (default sum)\n"
       "  -r, --root R          broadcast root (default 0)\n"
       "  -c, --check 0|1       verify results exactly after timing (default 1)\n"
-      "  --algo A              allreduce/reduce-scatter: auto | ring | ring-chunked (default auto)\n"
+      "  --algo A              the algorithm (default auto: chosen per size and rank count; the algo column\n"
+      "                        says which ran). allreduce: ring | ring-chunked | recursive-doubling |\n"
+      "                        halving-doubling | direct; reduce-scatter: ring | ring-chunked; broadcast:\n"
+      "                        chain | one-to-all | scatter-allgather; allgather: ring | direct; barrier:\n"
+      "                        dissemination | all-to-all | tree\n"
       "  --segment SIZE        pipelining segment (default 256K)\n"
       "  --regions N           scratch regions of ring-chunked (default 4)\n"
       "  --rank R --size N     this process's rank and the group size (else OMPI_COMM_WORLD_*,\n"
@@ -115,11 +188,17 @@ struct Options {
       "  --data-wr N --ack-wr N  flow-control budgets per connection (default 32, 8)\n"
       "  --clock auto|wall|sim times from the wall clock or the simulator's clock (auto: sim if present)\n"
       "  --timeout-ms MS       bound on every wait (default 60000)\n"
-      "  --compare-gloo        allreduce: also run Gloo's AllreduceRing (ibverbs transport) on the same\n"
-      "                        device, GID, sizes and clock; --mode event uses Gloo's default (a device\n"
-      "                        loop thread), --mode busy its sync mode with busy polling%s\n"
-      "  --gloo-algo A         ring | ring-chunked (gloo::AllreduceRing / AllreduceRingChunked; default "
-      "ring)\n"
+      "  --compare-gloo        also run Gloo's algorithms for the op (ibverbs transport) on the same "
+      "device,\n"
+      "                        GID, sizes and clock, and report the fastest at each size; --mode event uses\n"
+      "                        Gloo's default (a device loop thread), --mode busy its sync mode with busy\n"
+      "                        polling (not for reduce-scatter)%s\n"
+      "  --gloo-algo A         best (default: every one that applies) or one: allreduce ring | ring-chunked "
+      "|\n"
+      "                        halving-doubling | bcube (gloo::AllreduceRing, AllreduceRingChunked,\n"
+      "                        AllreduceHalvingDoubling, AllreduceBcube); broadcast one-to-all\n"
+      "                        (BroadcastOneToAll); allgather ring (AllgatherRing); barrier all-to-all\n"
+      "                        (BarrierAllToAll)\n"
       "Sizes are bytes of the largest buffer involved (allgather: the output, reduce-scatter: the input),\n"
       "as in nccl-tests. busbw factors: allreduce 2(n-1)/n, allgather and reduce-scatter (n-1)/n, broadcast "
       "1.\n",
@@ -268,16 +347,7 @@ Options parse(int argc, char** argv) {
       case kDevice: o.device = a; break;
       case kGid: o.gidIndex = std::stoi(a); break;
       case kPort: o.port = std::stoi(a); break;
-      case kAlgo:
-        if (a == "auto")
-          o.coll.algorithm = AllreduceAlgorithm::Auto;
-        else if (a == "ring")
-          o.coll.algorithm = AllreduceAlgorithm::Ring;
-        else if (a == "ring-chunked")
-          o.coll.algorithm = AllreduceAlgorithm::RingChunked;
-        else
-          throw std::invalid_argument("unknown --algo '" + a + "'");
-        break;
+      case kAlgo: o.algo = a; break;
       case kSegment: o.coll.segmentBytes = parseSize(a); break;
       case kRegions: o.coll.regions = uint32_t(std::stoul(a)); break;
       case kMode:
@@ -297,11 +367,7 @@ Options parse(int argc, char** argv) {
       case kDataWr: o.dataWr = uint32_t(std::stoul(a)); break;
       case kAckWr: o.ackWr = uint32_t(std::stoul(a)); break;
       case kGloo: o.compareGloo = true; break;
-      case kGlooAlgo:
-        if (a != "ring" && a != "ring-chunked")
-          throw std::invalid_argument("unknown --gloo-algo '" + a + "'");
-        o.glooAlgo = a;
-        break;
+      case kGlooAlgo: o.glooAlgo = a; break;
       case 'b': o.minBytes = parseSize(a); break;
       case 'e': o.maxBytes = parseSize(a); break;
       case 'f': o.factor = std::stod(a); break;
@@ -321,13 +387,16 @@ Options parse(int argc, char** argv) {
   if (o.iters < 1 || o.warmup < 0) throw std::invalid_argument("-n must be >= 1 and -w >= 0");
   if (o.stepBytes == 0 && o.factor <= 1) throw std::invalid_argument("-f must be > 1 (or use -i)");
   if (o.minBytes > o.maxBytes) throw std::invalid_argument("-b is larger than -e");
+  checkAlgorithms(o);
   if (o.compareGloo) {
 #if !HCASIM_HAVE_GLOO
     throw std::invalid_argument(
         "--compare-gloo: this coll-bench was built without Gloo (apt-get install libgloo-dev, then "
         "re-run cmake with HCASIM_WITH_GLOO=ON)");
 #endif
-    if (o.op != Op::Allreduce) throw std::invalid_argument("--compare-gloo works with --op allreduce only");
+    if (o.op == Op::ReduceScatter)
+      throw std::invalid_argument("--compare-gloo: Gloo has no reduce-scatter to compare with (--op " +
+                                  o.opName + ")");
   }
   return o;
 }
@@ -393,16 +462,27 @@ void dispatch(DataType t, F&& f) {
 
 // ---- one size ----------------------------------------------------------------------------
 
-struct Row {
-  size_t bytes = 0, count = 0;
+// Gloo's result at one size: one algorithm (glooAlgos), or the best of several.
+struct GlooRun {
+  std::string name;
   std::vector<double> us;  // per iteration, max over ranks
   bool checked = false, ok = true;
   std::string error;
-  // --compare-gloo: the same size with Gloo (glooRan false: not run, e.g. count 0)
-  bool glooRan = false;
-  std::vector<double> glooUs;
-  bool glooChecked = false, glooOk = true;
-  std::string glooError;
+};
+
+struct Row {
+  size_t bytes = 0, count = 0;
+  std::string algo;        // what ran (Auto resolved)
+  std::vector<double> us;  // per iteration, max over ranks
+  bool checked = false, ok = true;
+  std::string error;
+  // --compare-gloo: every Gloo algorithm that ran at this size (none: e.g. count 0)
+  std::vector<GlooRun> gloo;
+  bool glooOk() const {
+    for (const auto& g : gloo)
+      if (!g.ok) return false;
+    return true;
+  }
 };
 
 double busFactor(Op op, int n) {
@@ -414,6 +494,81 @@ double busFactor(Op op, int n) {
     case Op::Barrier: return 0;
   }
   return 0;
+}
+
+double mean(const std::vector<double>& v) {
+  double avg = 0;
+  for (double x : v) avg += x;
+  return v.empty() ? 0 : avg / double(v.size());
+}
+
+// The Gloo algorithms compared with at each size: --gloo-algo, or every one that applies (Gloo
+// 0.5.0's AllreduceBcube needs a rank count that is a power of its base, 2).
+std::vector<std::string> glooCandidates(const Options& o, int ranks) {
+  if (o.glooAlgo != "best") return {o.glooAlgo};
+  std::vector<std::string> v;
+  for (const auto& a : glooAlgos(o.op))
+    if (a != "bcube" || (ranks & (ranks - 1)) == 0) v.push_back(a);
+  return v;
+}
+
+std::string glooWhich(const Options& o) {
+  std::string s;
+  for (const auto& a : glooAlgos(o.op))
+    if (o.glooAlgo == "best" || o.glooAlgo == a)
+      s += (s.empty() ? "" : ", ") + std::string(glooClass(o.op, a)) + " (" + a + ")";
+  return (o.glooAlgo == "best" && glooAlgos(o.op).size() > 1 ? "the fastest of " : "") + s + " <" +
+         dataTypeName(o.type) + ">";
+}
+
+// ---- the expected results (every rank checks every element) --------------------------------
+
+// Checks rank r's result of the op for `count` elements: `a` in place (allreduce, broadcast) or
+// `b` (allgather, reduce-scatter). Returns an empty string or what was wrong.
+std::string checkResult(const Options& o, int p, int r, size_t count, const std::vector<uint8_t>& a,
+                        const std::vector<uint8_t>& b) {
+  std::string err;
+  dispatch(o.type, [&](auto zero) {
+    using T = decltype(zero);
+    auto reduceAll = [&](size_t i) {
+      T acc = input<T>(0, i, o.redop);
+      for (int q = 1; q < p; ++q) acc = combine(acc, input<T>(q, i, o.redop), o.redop);
+      return acc;
+    };
+    const size_t n = o.op == Op::Allgather ? count * size_t(p) : count;
+    for (size_t i = 0; i < n && err.empty(); ++i) {
+      T got, want;
+      switch (o.op) {
+        case Op::Allreduce:
+          got = reinterpret_cast<const T*>(a.data())[i];
+          want = reduceAll(i);
+          break;
+        case Op::Broadcast:
+          got = reinterpret_cast<const T*>(a.data())[i];
+          want = input<T>(o.root, i, o.redop);
+          break;
+        case Op::ReduceScatter:
+          got = reinterpret_cast<const T*>(b.data())[i];
+          want = reduceAll(size_t(r) * count + i);
+          break;
+        case Op::Allgather:
+          got = reinterpret_cast<const T*>(b.data())[i];
+          want = input<T>(int(i / count), i % count, o.redop);
+          break;
+        default: got = want = T{};
+      }
+      if (std::memcmp(&got, &want, sizeof(T)) != 0)
+        err = "rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
+    }
+  });
+  return err;
+}
+
+// Every rank's verdict: true if all are fine.
+bool everyRankOk(Context& ctx, bool ok) {
+  int32_t bad = ok ? 0 : 1;
+  Allreduce(ctx, &bad, 1, DataType::Int32, ReduceOp::Max).run();
+  return bad == 0;
 }
 
 // ---- Gloo comparison ----------------------------------------------------------------------
@@ -481,10 +636,8 @@ GlooRank* glooConnect(Context& ctx, const Options& o, const std::shared_ptr<hcas
     g->quiesce = std::make_unique<GlooQuiesce>(g->ctx);
     g->describe =
         "Gloo " + std::to_string(GLOO_VERSION_MAJOR) + "." + std::to_string(GLOO_VERSION_MINOR) + "." +
-        std::to_string(GLOO_VERSION_PATCH) + " " +
-        (o.glooAlgo == "ring" ? "AllreduceRing" : "AllreduceRingChunked") + "<" + dataTypeName(o.type) +
-        ">, ibverbs transport on " + attr.name + " port " + std::to_string(attr.port) + " gid index " +
-        std::to_string(attr.index) + ", " +
+        std::to_string(GLOO_VERSION_PATCH) + " " + glooWhich(o) + ", ibverbs transport on " + attr.name +
+        " port " + std::to_string(attr.port) + " gid index " + std::to_string(attr.index) + ", " +
         (o.mode == PollMode::BusyPoll ? "sync mode (busy poll)" : "async mode (device loop thread)");
   } catch (...) {
     g.release();  // leaked: see GlooRank
@@ -520,84 +673,88 @@ const gloo::ReductionFunction<T>* glooReduction(ReduceOp op) {
   }
   return gloo::ReductionFunction<T>::sum;
 }
+
+// Builds Gloo's algorithm `name` for the op over a (in place, or allgather's input) and b
+// (allgather's output). Collective: every rank, same order (it takes context slots).
+std::unique_ptr<gloo::Algorithm> glooBuild(GlooRank* g, const Options& o, const std::string& name,
+                                           size_t count, std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
+  std::unique_ptr<gloo::Algorithm> alg;
+  if (o.op == Op::Barrier) return std::make_unique<gloo::BarrierAllToAll>(g->ctx);
+  dispatch(o.type, [&](auto zero) {
+    using T = decltype(zero);
+    T* pa = reinterpret_cast<T*>(a.data());
+    const std::vector<T*> ptrs{pa};
+    const int n = int(count);
+    if (o.op == Op::Broadcast)
+      alg = std::make_unique<gloo::BroadcastOneToAll<T>>(g->ctx, ptrs, count, o.root, 0);
+    else if (o.op == Op::Allgather)
+      alg = std::make_unique<gloo::AllgatherRing<T>>(g->ctx, std::vector<const T*>{pa},
+                                                     reinterpret_cast<T*>(b.data()), n);
+    else if (name == "ring")
+      alg = std::make_unique<gloo::AllreduceRing<T>>(g->ctx, ptrs, n, glooReduction<T>(o.redop));
+    else if (name == "ring-chunked")
+      alg = std::make_unique<gloo::AllreduceRingChunked<T>>(g->ctx, ptrs, n, glooReduction<T>(o.redop));
+    else if (name == "halving-doubling")
+      alg = std::make_unique<gloo::AllreduceHalvingDoubling<T>>(g->ctx, ptrs, n, glooReduction<T>(o.redop));
+    else
+      alg = std::make_unique<gloo::AllreduceBcube<T>>(g->ctx, ptrs, n, glooReduction<T>(o.redop));
+  });
+  return alg;
+}
 #else
 struct GlooRank {};
 #endif
 
-// The allreduce of `row` once more with Gloo: same inputs, warm-up, iterations, clock and check.
-void runGlooSize(Context& ctx, GlooRank* g, const Options& o, Row& row, bool sim) {
+// Gloo's algorithm `name` at one size: same inputs, warm-up, iterations, clock and check as ours.
+GlooRun runGlooAlgo(Context& ctx, GlooRank* g, const Options& o, const std::string& name, size_t count,
+                    const std::function<void(std::vector<uint8_t>&, std::vector<uint8_t>&)>& init, bool sim) {
+  GlooRun run;
+  run.name = name;
 #if HCASIM_HAVE_GLOO
-  const int p = ctx.size(), r = ctx.rank();
-  const size_t es = dataTypeSize(o.type);
-  const size_t count = row.count;
-  // Gloo keeps byte counts in an int; a zero-length buffer cannot be registered.
-  if (count == 0 || count * es > size_t(INT32_MAX)) return;
-  std::vector<uint8_t> a(count * es);
+  std::vector<uint8_t> a, b;
   std::unique_ptr<gloo::Algorithm> alg;
-  auto init = [&] {
-    dispatch(o.type, [&](auto zero) {
-      using T = decltype(zero);
-      T* x = reinterpret_cast<T*>(a.data());
-      for (size_t i = 0; i < count; ++i) x[i] = input<T>(r, i, o.redop);
-    });
-  };
   try {
-    init();
-    dispatch(o.type, [&](auto zero) {
-      using T = decltype(zero);
-      const std::vector<T*> ptrs{reinterpret_cast<T*>(a.data())};
-      if (o.glooAlgo == "ring")
-        alg = std::make_unique<gloo::AllreduceRing<T>>(g->ctx, ptrs, int(count), glooReduction<T>(o.redop));
-      else
-        alg = std::make_unique<gloo::AllreduceRingChunked<T>>(g->ctx, ptrs, int(count),
-                                                              glooReduction<T>(o.redop));
-    });
+    init(a, b);
+    alg = glooBuild(g, o, name, count, a, b);
     Barrier sync(ctx);
     for (int i = 0; i < o.warmup; ++i) alg->run();
     sync.run();
-    std::vector<double> us(size_t(o.iters));
+    run.us.assign(size_t(o.iters), 0);
     for (int i = 0; i < o.iters; ++i) {
       const double t0 = nowUs(sim);
       alg->run();
-      us[size_t(i)] = nowUs(sim) - t0;
+      run.us[size_t(i)] = nowUs(sim) - t0;
     }
-    Allreduce(ctx, us.data(), us.size(), DataType::Double, ReduceOp::Max).run();
-    row.glooUs = us;
-    row.glooRan = true;
-    if (o.check) {
-      init();
+    Allreduce(ctx, run.us.data(), run.us.size(), DataType::Double, ReduceOp::Max).run();
+    if (o.check && o.op != Op::Barrier) {
+      init(a, b);
+      // Gloo's algorithms make a run's first write without the receiver's leave (the last
+      // notification of the run before is it), so a fast rank's write could land before a slow
+      // one has reset its buffers: every rank resets first. (Ours need no such barrier: their
+      // writes land in landing regions, or after a grant given in the run.)
+      sync.run();
       alg->run();
-      row.glooChecked = true;
-      dispatch(o.type, [&](auto zero) {
-        using T = decltype(zero);
-        for (size_t i = 0; i < count && row.glooOk; ++i) {
-          T want = input<T>(0, i, o.redop);
-          for (int q = 1; q < p; ++q) want = combine(want, input<T>(q, i, o.redop), o.redop);
-          const T got = reinterpret_cast<T*>(a.data())[i];
-          if (std::memcmp(&got, &want, sizeof(T)) != 0) {
-            row.glooOk = false;
-            row.glooError = "Gloo: rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
-          }
-        }
-      });
-      int32_t bad = row.glooOk ? 0 : 1;
-      Allreduce(ctx, &bad, 1, DataType::Int32, ReduceOp::Max).run();
-      if (bad && row.glooOk) {
-        row.glooOk = false;
-        row.glooError = "Gloo: another rank saw wrong data";
+      run.checked = true;
+      run.error = checkResult(o, ctx.size(), ctx.rank(), count, a, b);
+      run.ok = run.error.empty();
+      if (!everyRankOk(ctx, run.ok) && run.ok) {
+        run.ok = false;
+        run.error = "another rank saw wrong data";
       }
+      if (!run.ok) run.error = "Gloo " + name + ": " + run.error;
     }
-    g->quiesce->run();
+    g->quiesce->run();  // its last sends are done before it is destroyed (gloo_quiesce.h)
   } catch (...) {
     alg.release();  // leaked: Gloo's destructors may terminate with sends in flight
     throw;
   }
 #else
-  (void)ctx, (void)g, (void)o, (void)row, (void)sim;
+  (void)ctx, (void)g, (void)o, (void)count, (void)init, (void)sim;
 #endif
+  return run;
 }
 
-// Runs one size on one rank; returns its per-iteration times (us) and the check result.
+// One size on one rank; returns its per-iteration times (us), the check and Gloo's runs.
 Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gloo) {
   const int p = ctx.size(), r = ctx.rank();
   const size_t es = dataTypeSize(o.type);
@@ -608,9 +765,8 @@ Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gl
   row.bytes = (o.op == Op::Allgather || o.op == Op::ReduceScatter) ? count * es * size_t(p) : count * es;
   if (o.op == Op::Barrier) row.bytes = row.count = 0;
 
-  std::vector<uint8_t> a, b;
-  std::unique_ptr<Collective> coll;
-  auto init = [&] {
+  // Inputs (a) and output (b) of the op, as fresh as before the first run.
+  auto init = [&](std::vector<uint8_t>& a, std::vector<uint8_t>& b) {
     dispatch(o.type, [&](auto zero) {
       using T = decltype(zero);
       const size_t n = (o.op == Op::ReduceScatter) ? count * size_t(p) : count;
@@ -618,24 +774,44 @@ Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gl
       T* x = reinterpret_cast<T*>(a.data());
       for (size_t i = 0; i < n; ++i) x[i] = input<T>(r, i, o.redop);
     });
+    if (o.op == Op::Allgather) b.assign(count * es * size_t(p), 0);
+    if (o.op == Op::ReduceScatter) b.assign(count * es, 0);
   };
-  init();
+  std::vector<uint8_t> a, b;
+  init(a, b);
+  std::unique_ptr<Collective> coll;
   switch (o.op) {
-    case Op::Allreduce:
-      coll = std::make_unique<Allreduce>(ctx, a.data(), count, o.type, o.redop, o.coll);
+    case Op::Allreduce: {
+      auto c = std::make_unique<Allreduce>(ctx, a.data(), count, o.type, o.redop, o.coll);
+      row.algo = allreduceAlgorithmName(c->algorithm());
+      coll = std::move(c);
       break;
-    case Op::Broadcast:
-      coll = std::make_unique<Broadcast>(ctx, a.data(), count, o.type, o.root, o.coll);
+    }
+    case Op::Broadcast: {
+      auto c = std::make_unique<Broadcast>(ctx, a.data(), count, o.type, o.root, o.coll);
+      row.algo = broadcastAlgorithmName(c->algorithm());
+      coll = std::move(c);
       break;
-    case Op::Allgather:
-      b.assign(count * es * size_t(p), 0);
-      coll = std::make_unique<Allgather>(ctx, a.data(), b.data(), count, o.type, o.coll);
+    }
+    case Op::Allgather: {
+      auto c = std::make_unique<Allgather>(ctx, a.data(), b.data(), count, o.type, o.coll);
+      row.algo = allgatherAlgorithmName(c->algorithm());
+      coll = std::move(c);
       break;
+    }
     case Op::ReduceScatter:
-      b.assign(count * es, 0);
       coll = std::make_unique<ReduceScatter>(ctx, a.data(), b.data(), count, o.type, o.redop, o.coll);
+      row.algo = o.coll.algorithm == AllreduceAlgorithm::RingChunked ||
+                         (o.coll.algorithm == AllreduceAlgorithm::Auto && count * es > o.coll.segmentBytes)
+                     ? "ring-chunked"
+                     : "ring";
       break;
-    case Op::Barrier: coll = std::make_unique<Barrier>(ctx); break;
+    case Op::Barrier: {
+      auto c = std::make_unique<Barrier>(ctx, o.coll);
+      row.algo = barrierAlgorithmName(c->algorithm());
+      coll = std::move(c);
+      break;
+    }
   }
   Barrier sync(ctx);
   for (int i = 0; i < o.warmup; ++i) coll->run();
@@ -651,57 +827,21 @@ Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gl
   row.us = us;
 
   if (o.check && o.op != Op::Barrier) {
-    init();
+    init(a, b);
     coll->run();
     row.checked = true;
-    dispatch(o.type, [&](auto zero) {
-      using T = decltype(zero);
-      auto reduceAll = [&](size_t i) {
-        T acc = input<T>(0, i, o.redop);
-        for (int q = 1; q < p; ++q) acc = combine(acc, input<T>(q, i, o.redop), o.redop);
-        return acc;
-      };
-      for (size_t i = 0; i < count && row.ok; ++i) {
-        T got, want;
-        switch (o.op) {
-          case Op::Allreduce:
-            got = reinterpret_cast<T*>(a.data())[i];
-            want = reduceAll(i);
-            break;
-          case Op::Broadcast:
-            got = reinterpret_cast<T*>(a.data())[i];
-            want = input<T>(o.root, i, o.redop);
-            break;
-          case Op::ReduceScatter:
-            got = reinterpret_cast<T*>(b.data())[i];
-            want = reduceAll(size_t(r) * count + i);
-            break;
-          default: got = want = T{};
-        }
-        if (std::memcmp(&got, &want, sizeof(T)) != 0) {
-          row.ok = false;
-          row.error = "rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
-        }
-      }
-      if (o.op == Op::Allgather)
-        for (size_t i = 0; i < count * size_t(p) && row.ok; ++i) {
-          const T got = reinterpret_cast<T*>(b.data())[i];
-          const T want = input<T>(int(i / count), i % count, o.redop);
-          if (std::memcmp(&got, &want, sizeof(T)) != 0) {
-            row.ok = false;
-            row.error = "rank " + std::to_string(r) + " element " + std::to_string(i) + " wrong";
-          }
-        }
-    });
-    // Every rank's verdict.
-    int32_t bad = row.ok ? 0 : 1;
-    Allreduce(ctx, &bad, 1, DataType::Int32, ReduceOp::Max).run();
-    if (bad && row.ok) {
+    row.error = checkResult(o, p, r, count, a, b);
+    row.ok = row.error.empty();
+    if (!everyRankOk(ctx, row.ok) && row.ok) {
       row.ok = false;
       row.error = "another rank saw wrong data";
     }
   }
-  if (gloo) runGlooSize(ctx, gloo, o, row, sim);
+  // Gloo keeps byte counts in an int, and a zero-length buffer cannot be registered.
+  const size_t glooBytes = o.op == Op::Allgather ? count * es * size_t(p) : count * es;
+  if (gloo && (o.op == Op::Barrier || (count > 0 && glooBytes <= size_t(INT32_MAX))))
+    for (const auto& name : glooCandidates(o, p))
+      row.gloo.push_back(runGlooAlgo(ctx, gloo, o, name, count, init, sim));
   return row;
 }
 
@@ -720,10 +860,10 @@ std::string simClock() {
 
 void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where,
                  const std::string& gloo) {
-  std::printf("# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s, segment %zu B\n",
+  std::printf("# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s%s, segment %zu B\n",
               o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(),
-              dataTypeName(o.type), reduceOpName(o.redop), allreduceAlgorithmName(o.coll.algorithm),
-              o.coll.segmentBytes);
+              dataTypeName(o.type), reduceOpName(o.redop), o.algo.c_str(),
+              o.algo == "auto" ? " (per size: column algo)" : "", o.coll.segmentBytes);
   const std::string model = sim ? simClock() : "";
   std::printf(
       "# clock: %s%s%s; %d warm-up + %d timed iterations per size; time = slowest rank per iteration\n",
@@ -735,8 +875,9 @@ void printHeader(const Options& o, const Context& ctx, bool sim, const std::stri
         "#       the ranks and the model (the --stats clock line gives the slip; docs/verbs.md).\n");
   if (!gloo.empty()) {
     std::printf(
-        "# compare: %s; same inputs, warm-up, iterations and clock; ratio = hcasim-verbs time / Gloo time "
-        "(below 1: hcasim-verbs faster)\n",
+        "# compare: %s; same inputs, warm-up, iterations and clock; gloo(us) is the fastest one's mean,\n"
+        "#          named in gloo_algo; speedup = Gloo time / hcasim-verbs time (above 1: hcasim-verbs "
+        "faster)\n",
         gloo.c_str());
     if (sim && model == "lockstep" && o.mode == PollMode::Event)
       std::printf(
@@ -744,49 +885,57 @@ void printHeader(const Options& o, const Context& ctx, bool sim, const std::stri
           "#       lockstep clock time then moves while its software runs only after a quiet period, so\n"
           "#       its simulated times are optimistic for small sizes (docs/verbs.md).\n");
   }
-  std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %6s", "size(B)", "count", "type",
+  std::printf("#%12s %12s %7s %6s %11s %11s %11s %10s %10s %10s %10s %18s %6s", "size(B)", "count", "type",
               "redop", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "p50(us)", "p90(us)", "p99(us)", "max(us)",
-              "check");
+              "algo", "check");
   if (!gloo.empty())
-    std::printf(" %11s %11s %10s %7s %6s", "gloo(us)", "gloo_busbw", "gloo_p50", "ratio", "gcheck");
+    std::printf(" %11s %11s %10s %16s %7s %6s", "gloo(us)", "gloo_busbw", "gloo_p50", "gloo_algo", "speedup",
+                "gcheck");
   std::printf("\n");
   std::fflush(stdout);
-}
-
-double mean(const std::vector<double>& v) {
-  double avg = 0;
-  for (double x : v) avg += x;
-  return v.empty() ? 0 : avg / double(v.size());
 }
 
 void printRow(const Options& o, int p, const Row& row) {
   const double avg = mean(row.us);
   const double algbw = avg > 0 ? double(row.bytes) / (avg * 1e3) : 0;  // bytes/us/1e3 = GB/s
   const double busbw = algbw * busFactor(o.op, p);
-  std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %6s", row.bytes,
+  std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %18s %6s", row.bytes,
               row.count, dataTypeName(o.type),
               o.op == Op::Allreduce || o.op == Op::ReduceScatter ? reduceOpName(o.redop) : "-", avg, algbw,
               busbw, pct(row.us, 0.5), pct(row.us, 0.9), pct(row.us, 0.99), pct(row.us, 1.0),
+              row.algo.c_str(),
               !row.checked ? "-"
               : row.ok     ? "ok"
                            : "FAIL");
   if (o.compareGloo) {
-    if (row.glooRan) {
-      const double g = mean(row.glooUs);
+    const GlooRun* best = nullptr;
+    for (const auto& g : row.gloo)
+      if (!best || mean(g.us) < mean(best->us)) best = &g;
+    if (best) {
+      const double g = mean(best->us);
       const double gbus = g > 0 ? double(row.bytes) / (g * 1e3) * busFactor(o.op, p) : 0;
-      char ratio[16] = "-";
-      if (g > 0 && avg > 0) std::snprintf(ratio, sizeof ratio, "%.3f", avg / g);
-      std::printf(" %11.2f %11.3f %10.2f %7s %6s", g, gbus, pct(row.glooUs, 0.5), ratio,
-                  !row.glooChecked ? "-"
-                  : row.glooOk     ? "ok"
-                                   : "FAIL");
+      char speedup[16] = "-";
+      if (g > 0 && avg > 0) std::snprintf(speedup, sizeof speedup, "%.3f", g / avg);
+      bool checked = false;
+      for (const auto& r : row.gloo) checked = checked || r.checked;
+      std::printf(" %11.2f %11.3f %10.2f %16s %7s %6s", g, gbus, pct(best->us, 0.5), best->name.c_str(),
+                  speedup,
+                  !checked       ? "-"
+                  : row.glooOk() ? "ok"
+                                 : "FAIL");
     } else {
-      std::printf(" %11s %11s %10s %7s %6s", "-", "-", "-", "-", "-");
+      std::printf(" %11s %11s %10s %16s %7s %6s", "-", "-", "-", "-", "-", "-");
     }
   }
   std::printf("\n");
+  if (row.gloo.size() > 1) {  // every candidate, for the record
+    std::printf("#   gloo mean(us):");
+    for (const auto& g : row.gloo) std::printf(" %s %.2f", g.name.c_str(), mean(g.us));
+    std::printf("\n");
+  }
   if (!row.ok) std::printf("#   check failed: %s\n", row.error.c_str());
-  if (!row.glooOk) std::printf("#   check failed: %s\n", row.glooError.c_str());
+  for (const auto& g : row.gloo)
+    if (!g.ok) std::printf("#   check failed: %s\n", g.error.c_str());
   std::fflush(stdout);
 }
 
@@ -844,7 +993,7 @@ bool runRank(const Options& o, int rank, int size, const std::shared_ptr<Store>&
   bool ok = true;
   for (size_t bytes : sizes(o)) {
     Row row = runSize(ctx, o, bytes, sim, gloo);
-    ok = ok && row.ok && row.glooOk;
+    ok = ok && row.ok && row.glooOk();
     if (rank == 0) printRow(o, size, row);
   }
 #if HCASIM_HAVE_GLOO

@@ -35,7 +35,10 @@ void SendBuffer::send(size_t offset, size_t length, size_t roffset) {
   pair_->sendWrite(this, offset, length, roffset);
 }
 void SendBuffer::waitSend(std::optional<std::chrono::milliseconds> timeout) {
-  pair_->waitSend(this, timeout);
+  pair_->waitSend(this, 0, timeout);
+}
+void SendBuffer::waitOutstanding(uint64_t atMost, std::optional<std::chrono::milliseconds> timeout) {
+  pair_->waitSend(this, atMost, timeout);
 }
 uint64_t SendBuffer::outstanding() const { return pair_->outstanding(this); }
 

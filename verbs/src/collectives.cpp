@@ -5,173 +5,158 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "collective_parts.h"
 #include "hcasim/verbs/error.h"
 
 namespace hcasim::verbs {
+
+using namespace detail;
+
 namespace {
-
-// Slots of a collective instance: tag * 4 + role.
-constexpr uint32_t kSlotScratch = 0, kSlotData = 1, kSlotChain = 2;
-uint32_t slotOf(uint32_t tag, uint32_t role) { return tag * 4 + role; }
-
-int mod(int a, int p) { return ((a % p) + p) % p; }
-
-/** @brief A range of elements. */
-struct Chunk {
-  size_t off = 0, cnt = 0;
-};
-
-/** @brief @p count elements split into @p p chunks whose sizes differ by at most one. */
-std::vector<Chunk> evenChunks(size_t count, int p) {
-  std::vector<Chunk> v(static_cast<size_t>(p));
-  const size_t base = count / size_t(p), rem = count % size_t(p);
-  size_t off = 0;
-  for (size_t i = 0; i < size_t(p); ++i) {
-    v[i] = {off, base + (i < rem ? 1 : 0)};
-    off += v[i].cnt;
-  }
-  return v;
-}
-
-/** @brief @p p blocks of exactly @p count elements. */
-std::vector<Chunk> equalBlocks(size_t count, int p) {
-  std::vector<Chunk> v(static_cast<size_t>(p));
-  for (size_t i = 0; i < size_t(p); ++i) v[i] = {i * count, count};
-  return v;
-}
-
-size_t segments(const Chunk& c, size_t s) { return c.cnt == 0 ? 0 : (c.cnt + s - 1) / s; }
-Chunk segment(const Chunk& c, size_t j, size_t s) { return {c.off + j * s, std::min(s, c.cnt - j * s)}; }
-
-/**
- * Ring reduce-scatter over chunks of a registered region. At step s rank r writes chunk
- * (r-s-1) mod P, one segment at a time, into its right neighbour's scratch regions (region =
- * transfer index mod R). The receiver reduces each segment into its own copy of that chunk,
- * grants the region again, and forwards the segment at step s+1. After P-1 steps chunk r of
- * rank r holds the full reduction.
- */
-class RingReduceScatter {
- public:
-  RingReduceScatter(Context& ctx, uint32_t tag, std::shared_ptr<MemoryRegion> data, std::vector<Chunk> chunks,
-                    DataType type, ReduceOp op, size_t segElems, uint32_t regions)
-      : ctx_(ctx),
-        data_(std::move(data)),
-        chunks_(std::move(chunks)),
-        type_(type),
-        op_(op),
-        es_(dataTypeSize(type)),
-        seg_(std::max<size_t>(1, segElems)),
-        regions_(std::max<uint32_t>(2, regions)) {
-    const int p = ctx.size(), r = ctx.rank();
-    scratch_.assign(std::max<size_t>(1, regions_ * seg_ * es_), 0);
-    scratchMr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), scratch_.data(), scratch_.size());
-    recv_ = ctx.pair(mod(r - 1, p))
-                .createRecvBuffer(slotOf(tag, kSlotScratch), scratchMr_, 0, scratch_.size(), 0);
-    send_ = ctx.pair(mod(r + 1, p)).createSendBuffer(slotOf(tag, kSlotScratch), data_, 0, data_->size());
-  }
-
-  void run() {
-    const int p = ctx_.size(), r = ctx_.rank();
-    auto* base = static_cast<uint8_t*>(data_->ptr());
-    size_t expected = 0;  // transfers the left neighbour makes into our scratch
-    for (int s = 0; s + 1 < p; ++s) expected += segments(chunks_[size_t(mod(r - s - 2, p))], seg_);
-    size_t granted = std::min<size_t>(regions_, expected);
-    if (granted) recv_->grant(uint32_t(granted));
-    size_t sent = 0, received = 0;
-    auto forward = [&](const Chunk& sg) {
-      send_->send(sg.off * es_, sg.cnt * es_, (sent++ % regions_) * seg_ * es_);
-    };
-    const Chunk& first = chunks_[size_t(mod(r - 1, p))];
-    for (size_t j = 0; j < segments(first, seg_); ++j) forward(segment(first, j, seg_));
-    for (int s = 0; s + 1 < p; ++s) {
-      const Chunk& rc = chunks_[size_t(mod(r - s - 2, p))];
-      for (size_t j = 0; j < segments(rc, seg_); ++j) {
-        const Chunk sg = segment(rc, j, seg_);
-        recv_->waitRecv();
-        const size_t region = received++ % regions_;
-        reduceInto(base + sg.off * es_, scratch_.data() + region * seg_ * es_, sg.cnt, type_, op_);
-        if (granted < expected) {
-          recv_->grant(1);
-          ++granted;
-        }
-        if (s + 2 < p) forward(sg);
-      }
-    }
-    send_->waitSend();
-  }
-
- private:
-  Context& ctx_;
-  std::shared_ptr<MemoryRegion> data_;
-  std::vector<Chunk> chunks_;
-  DataType type_;
-  ReduceOp op_;
-  size_t es_, seg_;
-  uint32_t regions_;
-  std::vector<uint8_t> scratch_;
-  std::shared_ptr<MemoryRegion> scratchMr_;
-  std::unique_ptr<RecvBuffer> recv_;
-  std::unique_ptr<SendBuffer> send_;
-};
-
-/**
- * Ring allgather: at step t rank r writes block (own-t) mod P, segment by segment, straight
- * into its right neighbour's region at the same offset, and forwards what it receives. The
- * receiver grants every write of a run at its start (each lands in a distinct place).
- */
-class RingAllgather {
- public:
-  RingAllgather(Context& ctx, uint32_t tag, std::shared_ptr<MemoryRegion> data, std::vector<Chunk> blocks,
-                DataType type, size_t segElems)
-      : ctx_(ctx),
-        data_(std::move(data)),
-        blocks_(std::move(blocks)),
-        es_(dataTypeSize(type)),
-        seg_(std::max<size_t>(1, segElems)) {
-    const int p = ctx.size(), r = ctx.rank();
-    recv_ = ctx.pair(mod(r - 1, p)).createRecvBuffer(slotOf(tag, kSlotData), data_, 0, data_->size(), 0);
-    send_ = ctx.pair(mod(r + 1, p)).createSendBuffer(slotOf(tag, kSlotData), data_, 0, data_->size());
-  }
-
-  /** @pre every earlier local read of the blocks this rank receives is complete. */
-  void run() {
-    const int p = ctx_.size(), r = ctx_.rank();
-    size_t expected = 0;
-    for (int t = 0; t + 1 < p; ++t) expected += segments(blocks_[size_t(mod(r - t - 1, p))], seg_);
-    if (expected) recv_->grant(uint32_t(expected));
-    auto forward = [&](const Chunk& sg) { send_->send(sg.off * es_, sg.cnt * es_, sg.off * es_); };
-    const Chunk& own = blocks_[size_t(r)];
-    for (size_t j = 0; j < segments(own, seg_); ++j) forward(segment(own, j, seg_));
-    for (int t = 0; t + 1 < p; ++t) {
-      const Chunk& rc = blocks_[size_t(mod(r - t - 1, p))];
-      for (size_t j = 0; j < segments(rc, seg_); ++j) {
-        recv_->waitRecv();
-        if (t + 2 < p) forward(segment(rc, j, seg_));
-      }
-    }
-    send_->waitSend();
-  }
-
- private:
-  Context& ctx_;
-  std::shared_ptr<MemoryRegion> data_;
-  std::vector<Chunk> blocks_;
-  size_t es_, seg_;
-  std::unique_ptr<RecvBuffer> recv_;
-  std::unique_ptr<SendBuffer> send_;
-};
 
 size_t segElems(const CollectiveOptions& o, size_t es) { return std::max<size_t>(1, o.segmentBytes / es); }
 
+ExchangeParams params(const CollectiveOptions& o, size_t count, DataType type, ReduceOp op = ReduceOp::Sum) {
+  ExchangeParams p;
+  p.grantBatch = o.grantBatch;
+  p.count = count;
+  p.type = type;
+  p.op = op;
+  return p;
+}
+
+template <class E, size_t N>
+E parseName(const std::string& s, const E (&all)[N], const char* (*name)(E), const char* what) {
+  std::string names;
+  for (E e : all) {
+    if (s == name(e)) return e;
+    names += std::string(names.empty() ? "" : ", ") + name(e);
+  }
+  throw std::invalid_argument(std::string("unknown ") + what + " algorithm '" + s + "' (" + names + ")");
+}
+
 }  // namespace
+
+// ---- names -------------------------------------------------------------------------------
 
 const char* allreduceAlgorithmName(AllreduceAlgorithm a) {
   switch (a) {
     case AllreduceAlgorithm::Auto: return "auto";
     case AllreduceAlgorithm::Ring: return "ring";
     case AllreduceAlgorithm::RingChunked: return "ring-chunked";
+    case AllreduceAlgorithm::RecursiveDoubling: return "recursive-doubling";
+    case AllreduceAlgorithm::HalvingDoubling: return "halving-doubling";
+    case AllreduceAlgorithm::Direct: return "direct";
   }
   return "?";
+}
+
+const char* broadcastAlgorithmName(BroadcastAlgorithm a) {
+  switch (a) {
+    case BroadcastAlgorithm::Auto: return "auto";
+    case BroadcastAlgorithm::Chain: return "chain";
+    case BroadcastAlgorithm::OneToAll: return "one-to-all";
+    case BroadcastAlgorithm::ScatterAllgather: return "scatter-allgather";
+  }
+  return "?";
+}
+
+const char* allgatherAlgorithmName(AllgatherAlgorithm a) {
+  switch (a) {
+    case AllgatherAlgorithm::Auto: return "auto";
+    case AllgatherAlgorithm::Ring: return "ring";
+    case AllgatherAlgorithm::Direct: return "direct";
+  }
+  return "?";
+}
+
+const char* barrierAlgorithmName(BarrierAlgorithm a) {
+  switch (a) {
+    case BarrierAlgorithm::Auto: return "auto";
+    case BarrierAlgorithm::Dissemination: return "dissemination";
+    case BarrierAlgorithm::AllToAll: return "all-to-all";
+    case BarrierAlgorithm::Tree: return "tree";
+  }
+  return "?";
+}
+
+AllreduceAlgorithm parseAllreduceAlgorithm(const std::string& s) {
+  static const AllreduceAlgorithm all[] = {AllreduceAlgorithm::Auto,
+                                           AllreduceAlgorithm::Ring,
+                                           AllreduceAlgorithm::RingChunked,
+                                           AllreduceAlgorithm::RecursiveDoubling,
+                                           AllreduceAlgorithm::HalvingDoubling,
+                                           AllreduceAlgorithm::Direct};
+  return parseName(s, all, allreduceAlgorithmName, "allreduce");
+}
+
+BroadcastAlgorithm parseBroadcastAlgorithm(const std::string& s) {
+  static const BroadcastAlgorithm all[] = {BroadcastAlgorithm::Auto, BroadcastAlgorithm::Chain,
+                                           BroadcastAlgorithm::OneToAll,
+                                           BroadcastAlgorithm::ScatterAllgather};
+  return parseName(s, all, broadcastAlgorithmName, "broadcast");
+}
+
+AllgatherAlgorithm parseAllgatherAlgorithm(const std::string& s) {
+  static const AllgatherAlgorithm all[] = {AllgatherAlgorithm::Auto, AllgatherAlgorithm::Ring,
+                                           AllgatherAlgorithm::Direct};
+  return parseName(s, all, allgatherAlgorithmName, "allgather");
+}
+
+BarrierAlgorithm parseBarrierAlgorithm(const std::string& s) {
+  static const BarrierAlgorithm all[] = {BarrierAlgorithm::Auto, BarrierAlgorithm::Dissemination,
+                                         BarrierAlgorithm::AllToAll, BarrierAlgorithm::Tree};
+  return parseName(s, all, barrierAlgorithmName, "barrier");
+}
+
+// ---- choosing ----------------------------------------------------------------------------
+
+// The switch points (docs/verbs.md, "Choosing an algorithm"), measured on the simulator with 4
+// and 8 ranks as processes, in the lockstep clock (the modelled HCA: a round costs a few us, the
+// wire 12 GB/s) and in the realtime clock (a round costs about a millisecond of host scheduling,
+// every MiB on the fabric a few ms of the model's time):
+//  - up to 4 KiB on up to 8 ranks, one round wins in both: direct exchange;
+//  - up to 64 KiB, recursive doubling: log2 P rounds, and (P-1)·N no longer pays off;
+//  - above, halving-doubling: bandwidth-optimal like the ring, on par with it in lockstep
+//    (within 3 % at 1..64 MiB) and 2..20x faster than it in realtime (2·log2 P rounds against
+//    2(P-1) rounds and a grant per segment);
+//  - but with a rank count that is not a power of two its fold moves 2·N more through one link:
+//    above 1 MiB the ring then wins.
+AllreduceAlgorithm autoAllreduce(size_t bytes, int ranks, const CollectiveOptions& o) {
+  if (ranks <= 1) return AllreduceAlgorithm::Ring;
+  if (bytes <= 4096 && ranks <= 8) return AllreduceAlgorithm::Direct;
+  if (bytes <= 65536) return AllreduceAlgorithm::RecursiveDoubling;
+  const bool pow2 = (ranks & (ranks - 1)) == 0;
+  if (pow2 || bytes <= (size_t(1) << 20)) return AllreduceAlgorithm::HalvingDoubling;
+  const size_t chunk = (bytes + size_t(ranks) - 1) / size_t(ranks);
+  return chunk <= o.segmentBytes ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::RingChunked;
+}
+
+// Broadcast: one round of one-to-all up to 1 MiB (in realtime it is ahead of every other up
+// to there: one round against two or P-1); above, scatter + allgather, whose root sends 2·N
+// instead of (P-1)·N (in lockstep 2..4x one-to-all at 4 MiB; in realtime at 16 MiB all are
+// within the noise). The chain is never chosen: P-1 rounds and a grant per run, fastest in
+// lockstep only at 4 MiB and above, and 4x slower than one-to-all in realtime.
+BroadcastAlgorithm autoBroadcast(size_t bytes, int ranks) {
+  if (ranks <= 2 || bytes <= (size_t(1) << 20)) return BroadcastAlgorithm::OneToAll;
+  return BroadcastAlgorithm::ScatterAllgather;
+}
+
+// Allgather: the direct exchange sends what the ring sends ((P-1)/P of the output per rank) in
+// one round instead of P-1: ahead of the ring at every size measured, in both clocks. Its
+// landing regions take twice the output, so above 64 MiB the ring.
+AllgatherAlgorithm autoAllgather(size_t bytes, int ranks) {
+  (void)ranks;
+  return bytes <= (size_t(64) << 20) ? AllgatherAlgorithm::Direct : AllgatherAlgorithm::Ring;
+}
+
+// Barrier: all-to-all is one round of P(P-1) zero-byte writes, the tree two rounds of 2(P-1):
+// one round wins in lockstep (1.5 us against 2.8..3.2), fewer messages in realtime on 8 ranks
+// (1.5..2.4 ms against 2.8..3.8; on 4 ranks they are within the noise). Dissemination beyond 32
+// ranks, where rank 0 would take too many writes per barrier.
+BarrierAlgorithm autoBarrier(int ranks) {
+  if (ranks <= 4) return BarrierAlgorithm::AllToAll;
+  return ranks <= 32 ? BarrierAlgorithm::Tree : BarrierAlgorithm::Dissemination;
 }
 
 // ---- allreduce ---------------------------------------------------------------------------
@@ -181,6 +166,7 @@ struct Allreduce::Impl {
   std::shared_ptr<MemoryRegion> mr;
   std::unique_ptr<RingReduceScatter> rs;
   std::unique_ptr<RingAllgather> ag;
+  std::unique_ptr<detail::Algorithm> small;
 };
 
 Allreduce::Allreduce(Context& ctx, void* data, size_t count, DataType type, ReduceOp op, CollectiveOptions o)
@@ -188,19 +174,22 @@ Allreduce::Allreduce(Context& ctx, void* data, size_t count, DataType type, Redu
   const uint32_t tag = ctx.nextTag();  // taken even when there is nothing to do: ranks stay in step
   const int p = ctx.size();
   const size_t es = dataTypeSize(type);
-  const auto chunks = evenChunks(count, p);
-  const size_t maxChunk = chunks.empty() ? 0 : chunks[0].cnt;
-  impl_->algo = o.algorithm;
-  if (impl_->algo == AllreduceAlgorithm::Auto)
-    impl_->algo =
-        maxChunk * es <= o.segmentBytes ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::RingChunked;
+  impl_->algo = o.algorithm == AllreduceAlgorithm::Auto ? autoAllreduce(count * es, p, o) : o.algorithm;
   if (p == 1 || count == 0) return;
-  size_t seg;
-  uint32_t regions;
-  if (impl_->algo == AllreduceAlgorithm::Ring) {
-    seg = maxChunk;
-    regions = 2;
-  } else {
+  ExchangeParams xp = params(o, count, type, op);
+  switch (impl_->algo) {
+    case AllreduceAlgorithm::RecursiveDoubling:
+      impl_->small = makeRecursiveDoubling(ctx, tag, data, xp);
+      return;
+    case AllreduceAlgorithm::Direct: impl_->small = makeDirectAllreduce(ctx, tag, data, xp); return;
+    case AllreduceAlgorithm::HalvingDoubling: impl_->small = makeHalvingDoubling(ctx, tag, data, xp); return;
+    default: break;
+  }
+  const auto chunks = evenChunks(count, p);
+  const size_t maxChunk = chunks[0].cnt;
+  size_t seg = maxChunk;
+  uint32_t regions = 2;
+  if (impl_->algo == AllreduceAlgorithm::RingChunked) {
     seg = std::min(segElems(o, es), maxChunk);
     regions = std::max<uint32_t>(2, o.regions);
   }
@@ -212,6 +201,7 @@ Allreduce::Allreduce(Context& ctx, void* data, size_t count, DataType type, Redu
 Allreduce::~Allreduce() = default;
 
 void Allreduce::run() {
+  if (impl_->small) return impl_->small->run();
   if (!impl_->rs) return;
   impl_->rs->run();  // ends with its writes complete: the allgather may overwrite every chunk
   impl_->ag->run();
@@ -235,6 +225,10 @@ ReduceScatter::ReduceScatter(Context& ctx, const void* in, void* out, size_t cou
                              ReduceOp op, CollectiveOptions o)
     : impl_(std::make_unique<Impl>()) {
   const uint32_t tag = ctx.nextTag();
+  if (o.algorithm != AllreduceAlgorithm::Auto && o.algorithm != AllreduceAlgorithm::Ring &&
+      o.algorithm != AllreduceAlgorithm::RingChunked)
+    throw std::invalid_argument(std::string("reduce-scatter: no algorithm '") +
+                                allreduceAlgorithmName(o.algorithm) + "' (auto, ring, ring-chunked)");
   const int p = ctx.size();
   const size_t es = dataTypeSize(type);
   impl_->in = in;
@@ -273,12 +267,14 @@ void ReduceScatter::run() {
 // ---- allgather ---------------------------------------------------------------------------
 
 struct Allgather::Impl {
+  AllgatherAlgorithm algo = AllgatherAlgorithm::Ring;
   const void* in;
   uint8_t* out;
   size_t bytes = 0;
   int rank = 0;
   std::shared_ptr<MemoryRegion> mr;
   std::unique_ptr<RingAllgather> ag;
+  std::unique_ptr<detail::Algorithm> direct;
 };
 
 Allgather::Allgather(Context& ctx, const void* in, void* out, size_t count, DataType type,
@@ -287,14 +283,19 @@ Allgather::Allgather(Context& ctx, const void* in, void* out, size_t count, Data
   const uint32_t tag = ctx.nextTag();
   const int p = ctx.size();
   const size_t es = dataTypeSize(type);
-  impl_->in = in;
-  impl_->out = static_cast<uint8_t*>(out);
-  impl_->bytes = count * es;
-  impl_->rank = ctx.rank();
+  Impl& m = *impl_;
+  m.in = in;
+  m.out = static_cast<uint8_t*>(out);
+  m.bytes = count * es;
+  m.rank = ctx.rank();
+  m.algo = o.allgather == AllgatherAlgorithm::Auto ? autoAllgather(size_t(p) * count * es, p) : o.allgather;
   if (count == 0 || p == 1) return;
-  impl_->mr = std::make_shared<MemoryRegion>(ctx.devicePtr(), out, size_t(p) * count * es);
-  impl_->ag =
-      std::make_unique<RingAllgather>(ctx, tag, impl_->mr, equalBlocks(count, p), type, segElems(o, es));
+  if (m.algo == AllgatherAlgorithm::Direct) {
+    m.direct = makeDirectAllgather(ctx, tag, in, out, params(o, count, type));
+    return;
+  }
+  m.mr = std::make_shared<MemoryRegion>(ctx.devicePtr(), out, size_t(p) * count * es);
+  m.ag = std::make_unique<RingAllgather>(ctx, tag, m.mr, equalBlocks(count, p), type, segElems(o, es));
 }
 
 Allgather::~Allgather() = default;
@@ -304,17 +305,22 @@ void Allgather::run() {
   if (m.bytes == 0) return;
   uint8_t* mine = m.out + size_t(m.rank) * m.bytes;
   if (mine != m.in) std::memmove(mine, m.in, m.bytes);
+  if (m.direct) m.direct->run();
   if (m.ag) m.ag->run();
 }
+
+AllgatherAlgorithm Allgather::algorithm() const { return impl_->algo; }
 
 // ---- broadcast ---------------------------------------------------------------------------
 
 struct Broadcast::Impl {
+  BroadcastAlgorithm algo = BroadcastAlgorithm::Chain;
   size_t bytes = 0, seg = 1;
   int pos = 0, size = 1;  // position in the chain, 0 = root
   std::shared_ptr<MemoryRegion> mr;
   std::unique_ptr<RecvBuffer> recv;
   std::unique_ptr<SendBuffer> send;
+  std::unique_ptr<detail::Algorithm> oneToAll;  ///< or scatter-allgather
 };
 
 Broadcast::Broadcast(Context& ctx, void* data, size_t count, DataType type, int root, CollectiveOptions o)
@@ -330,7 +336,16 @@ Broadcast::Broadcast(Context& ctx, void* data, size_t count, DataType type, int 
   m.seg = segElems(o, es) * es;
   m.pos = mod(r - root, p);
   m.size = p;
+  m.algo = o.broadcast == BroadcastAlgorithm::Auto ? autoBroadcast(m.bytes, p) : o.broadcast;
   if (count == 0 || p == 1) return;
+  if (m.algo == BroadcastAlgorithm::OneToAll) {
+    m.oneToAll = makeOneToAll(ctx, tag, data, root, params(o, count, type));
+    return;
+  }
+  if (m.algo == BroadcastAlgorithm::ScatterAllgather) {
+    m.oneToAll = makeScatterAllgather(ctx, tag, data, root, params(o, count, type));
+    return;
+  }
   m.mr = std::make_shared<MemoryRegion>(ctx.devicePtr(), data, m.bytes);
   if (m.pos > 0)
     m.recv = ctx.pair(mod(r - 1, p)).createRecvBuffer(slotOf(tag, kSlotChain), m.mr, 0, m.bytes, 0);
@@ -343,6 +358,7 @@ Broadcast::~Broadcast() = default;
 void Broadcast::run() {
   Impl& m = *impl_;
   if (m.bytes == 0 || m.size == 1) return;
+  if (m.oneToAll) return m.oneToAll->run();
   const size_t n = (m.bytes + m.seg - 1) / m.seg;
   auto piece = [&](size_t j) { return std::min(m.seg, m.bytes - j * m.seg); };
   if (m.recv) m.recv->grant(uint32_t(n));
@@ -353,23 +369,45 @@ void Broadcast::run() {
   if (m.send) m.send->waitSend();
 }
 
+BroadcastAlgorithm Broadcast::algorithm() const { return impl_->algo; }
+
 // ---- barrier -----------------------------------------------------------------------------
 
-Barrier::Barrier(Context& ctx) : ctx_(ctx), tag_(ctx.nextTag()) {}
+struct Barrier::Impl {
+  Context* ctx = nullptr;
+  uint32_t tag = 0;
+  BarrierAlgorithm algo = BarrierAlgorithm::Dissemination;
+  std::unique_ptr<detail::Algorithm> allToAll;  ///< or tree
+};
+
+Barrier::Barrier(Context& ctx, CollectiveOptions o) : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = &ctx;
+  impl_->tag = ctx.nextTag();
+  impl_->algo = o.barrier == BarrierAlgorithm::Auto ? autoBarrier(ctx.size()) : o.barrier;
+  if (impl_->algo == BarrierAlgorithm::AllToAll && ctx.size() > 1)
+    impl_->allToAll = makeAllToAllBarrier(ctx, impl_->tag, params(o, 0, DataType::Float));
+  if (impl_->algo == BarrierAlgorithm::Tree && ctx.size() > 1)
+    impl_->allToAll = makeTreeBarrier(ctx, impl_->tag, params(o, 0, DataType::Float));
+}
+
 Barrier::~Barrier() = default;
 
 void Barrier::run() {
+  if (impl_->allToAll) return impl_->allToAll->run();
   // Dissemination: in round k every rank tells rank+2^k and hears from rank-2^k; after
   // ceil(log2 P) rounds everyone has heard, transitively, from everyone.
-  const int p = ctx_.size(), r = ctx_.rank();
+  Context& ctx = *impl_->ctx;
+  const int p = ctx.size(), r = ctx.rank();
   uint32_t k = 0;
   for (int d = 1; d < p; d <<= 1, ++k) {
-    const uint32_t t = (tag_ << 6) | k;
+    const uint32_t t = (impl_->tag << 6) | k;
     const uint8_t b = uint8_t(k);
-    ctx_.pair((r + d) % p).send(t, &b, 1);
-    ctx_.pair(mod(r - d, p)).recv(t);
+    ctx.pair((r + d) % p).send(t, &b, 1);
+    ctx.pair(mod(r - d, p)).recv(t);
   }
 }
+
+BarrierAlgorithm Barrier::algorithm() const { return impl_->algo; }
 
 // ---- one-shot helpers --------------------------------------------------------------------
 
@@ -386,6 +424,6 @@ void reduceScatter(Context& ctx, const void* in, void* out, size_t count, DataTy
                    CollectiveOptions o) {
   ReduceScatter(ctx, in, out, count, type, op, o).run();
 }
-void barrier(Context& ctx) { Barrier(ctx).run(); }
+void barrier(Context& ctx, CollectiveOptions o) { Barrier(ctx, o).run(); }
 
 }  // namespace hcasim::verbs

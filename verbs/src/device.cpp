@@ -198,7 +198,15 @@ void Device::detach(Pair* p) {
 int Device::progressAll() {
   std::lock_guard<std::recursive_mutex> g(pairsMu_);
   int n = 0;
-  for (Pair* p : pairs_) n += p->progress();
+  for (Pair* p : pairs_) n += p->progress(true);
+  return n;
+}
+
+int Device::progressFor(Pair* self, bool sweep) {
+  std::lock_guard<std::recursive_mutex> g(pairsMu_);
+  int n = self->progress(true);
+  for (Pair* p : pairs_)
+    if (p != self) n += p->progress(sweep);
   return n;
 }
 

@@ -14,6 +14,25 @@ void apply(void* dst, const void* src, size_t n, F f) {
   for (size_t i = 0; i < n; ++i) d[i] = f(d[i], s[i]);
 }
 
+// dst[i] = f(a[i], b[i]); dst may alias a or b (element by element, read before written).
+template <class T, class F>
+void apply3(void* dst, const void* a, const void* b, size_t n, F f) {
+  T* d = static_cast<T*>(dst);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) d[i] = f(x[i], y[i]);
+}
+
+template <class T>
+void reduceTyped3(void* dst, const void* a, const void* b, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return apply3<T>(dst, a, b, n, [](T x, T y) { return T(x + y); });
+    case ReduceOp::Prod: return apply3<T>(dst, a, b, n, [](T x, T y) { return T(x * y); });
+    case ReduceOp::Min: return apply3<T>(dst, a, b, n, [](T x, T y) { return std::min(x, y); });
+    case ReduceOp::Max: return apply3<T>(dst, a, b, n, [](T x, T y) { return std::max(x, y); });
+  }
+}
+
 template <class T>
 void reduceTyped(void* dst, const void* src, size_t n, ReduceOp op) {
   switch (op) {
@@ -32,6 +51,15 @@ void reduceWrapping(void* dst, const void* src, size_t n, ReduceOp op) {
     case ReduceOp::Sum: return apply<T>(dst, src, n, [](T a, T b) { return T(U(a) + U(b)); });
     case ReduceOp::Prod: return apply<T>(dst, src, n, [](T a, T b) { return T(U(a) * U(b)); });
     default: return reduceTyped<T>(dst, src, n, op);
+  }
+}
+
+template <class T, class U>
+void reduceWrapping3(void* dst, const void* a, const void* b, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return apply3<T>(dst, a, b, n, [](T x, T y) { return T(U(x) + U(y)); });
+    case ReduceOp::Prod: return apply3<T>(dst, a, b, n, [](T x, T y) { return T(U(x) * U(y)); });
+    default: return reduceTyped3<T>(dst, a, b, n, op);
   }
 }
 
@@ -85,6 +113,15 @@ void reduceInto(void* dst, const void* src, size_t count, DataType t, ReduceOp o
     case DataType::Double: return reduceTyped<double>(dst, src, count, op);
     case DataType::Int32: return reduceWrapping<int32_t, uint32_t>(dst, src, count, op);
     case DataType::Int64: return reduceWrapping<int64_t, uint64_t>(dst, src, count, op);
+  }
+}
+
+void reduceTo(void* dst, const void* a, const void* b, size_t count, DataType t, ReduceOp op) {
+  switch (t) {
+    case DataType::Float: return reduceTyped3<float>(dst, a, b, count, op);
+    case DataType::Double: return reduceTyped3<double>(dst, a, b, count, op);
+    case DataType::Int32: return reduceWrapping3<int32_t, uint32_t>(dst, a, b, count, op);
+    case DataType::Int64: return reduceWrapping3<int64_t, uint64_t>(dst, a, b, count, op);
   }
 }
 

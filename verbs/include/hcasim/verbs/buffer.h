@@ -13,6 +13,10 @@
  * Grants make overwrites impossible by construction: the receiver grants again only when it
  * is done with the region the next write lands in. Contract: every grant a RecvBuffer gives
  * must be used by a send before the RecvBuffer is destroyed (its memory is deregistered).
+ * Grants a SendBuffer leaves unused when it is destroyed are dropped with it, not kept for a
+ * later SendBuffer of the same slot: a slot is one buffer's on each side for its lifetime
+ * (the collectives take a new slot per instance), and the grants the internal algorithms give
+ * ahead would otherwise name memory their peer has already deregistered.
  */
 #pragma once
 
@@ -84,6 +88,12 @@ class SendBuffer : public SlotBuffer {
   void send() { send(0, size_, 0); }
   /** @brief Waits until every send so far completed (the data is at the peer). */
   void waitSend(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  /**
+   * @brief Waits until at most @p atMost sends are outstanding. A pair completes its sends in
+   * the order they were issued, so after waitOutstanding(k) every send but the last k is at
+   * the peer and its source memory may be reused.
+   */
+  void waitOutstanding(uint64_t atMost, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   /** @brief Sends issued and not completed yet. */
   uint64_t outstanding() const;
 

@@ -38,6 +38,8 @@ struct DeviceAttr {
   /**
    * @brief Busy-poll mode: rounds of polling (with sched_yield) a wait makes without finding
    * anything before it starts napping (20..200 us). -1: never nap (dedicated cores).
+   * A waiting thread polls its own pair each round, the others when they have work held up,
+   * and every pair every 10 ms (Device::progressFor).
    */
   int busyPollSpins = 200;
 };
@@ -85,6 +87,18 @@ class Device : public std::enable_shared_from_this<Device> {
 
   /** @brief Busy-poll mode: polls every pair once. Returns completions handled. */
   int progressAll();
+  /**
+   * @brief Busy-poll mode, for a thread waiting on @p self: polls @p self, then the other pairs
+   * that have local work held up (items waiting for credits or a grant, an ack due), or every
+   * pair if @p sweep. Returns completions handled.
+   *
+   * Why not every pair every round: an empty ibv_poll_cq costs ~100 ns on an HCA, but on the
+   * simulator's fabric it is a wait that returns when something new reaches the host or after
+   * 100 us of wall time, so polling k idle CQs in turn could add k * 100 us after the awaited
+   * data had landed. What other pairs need for the group's progress is covered by the pairs
+   * with held-up work and the sweep.
+   */
+  int progressFor(Pair* self, bool sweep);
   /** @brief A liveness probe on every pair (Pair::probe, PairOptions::probeInterval). */
   void probeAll();
 

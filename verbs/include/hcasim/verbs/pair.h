@@ -60,10 +60,12 @@ struct PairOptions {
   bool solicited = true;                     ///< SE on what the peer waits for; arm solicited-only
   uint8_t qpTimeout = 14;                    ///< local ACK timeout, 4.096 us * 2^14 = 67 ms
   uint8_t retryCnt = 7;
-  uint8_t rnrRetry = 7;         ///< 7 = retry forever (an RNR NAK is a bug here anyway)
-  uint8_t minRnrTimer = 12;     ///< 0.64 ms
-  uint32_t maxInlineData = 64;  ///< asked for at QP creation; 0 if refused
-  int psn = -1;                 ///< initial PSN; -1: random
+  uint8_t rnrRetry = 7;      ///< 7 = retry forever (an RNR NAK is a bug here anyway)
+  uint8_t minRnrTimer = 12;  ///< 0.64 ms
+  /// Inline bytes asked for at QP creation; if the device refuses, 64, then 0. Writes and
+  /// messages up to what it grants go inline (the data travels in the WQE).
+  uint32_t maxInlineData = 128;
+  int psn = -1;  ///< initial PSN; -1: random
   /**
    * A wait that has lasted this long without its condition coming true sends a liveness probe
    * (a zero-length RDMA WRITE, which needs no receive and no key at the peer) on every pair of
@@ -142,6 +144,8 @@ class Pair {
   const PairOptions& options() const { return opts_; }
   Device& device() const { return *dev_; }
   ibv_qp* qp() const { return qp_; }
+  /** @brief The inline bytes the QP was created with (PairOptions::maxInlineData or less). */
+  uint32_t maxInline() const { return maxInline_; }
 
   // ---- messages --------------------------------------------------------------------------
   /** @brief Queues a message of at most options().maxMessageBytes; returns at once. */
@@ -267,14 +271,15 @@ class Pair {
   void removeSendBuffer(SendBuffer* b);
   void removeRecvBuffer(RecvBuffer* b);
   void sendWrite(SendBuffer* b, size_t offset, size_t length, size_t roffset);
-  void waitSend(SendBuffer* b, std::optional<std::chrono::milliseconds> timeout);
+  void waitSend(SendBuffer* b, uint64_t atMost, std::optional<std::chrono::milliseconds> timeout);
   uint64_t outstanding(const SendBuffer* b) const;
   void grant(RecvBuffer* b, uint32_t count);
   uint32_t waitRecv(RecvBuffer* b, std::optional<std::chrono::milliseconds> timeout);
   uint64_t ready(const RecvBuffer* b) const;
 
   // Called by Device.
-  int progress();            ///< busy mode: poll once (try-lock)
+  /** @brief Busy mode: poll once (try-lock); unless @p always, only if work is held up here. */
+  int progress(bool always);
   void onEvent(ibv_cq* cq);  ///< event mode: the loop thread got an event for our CQ
 
   std::shared_ptr<Device> dev_;
@@ -307,6 +312,7 @@ class Pair {
   bool armedNext_ = false;
   bool probeOutstanding_ = false;  ///< a liveness probe awaits its completion
   int sendWaiters_ = 0;
+  uint64_t writesWithoutGrant_ = 0;  ///< sends waiting in SendSlot::waiting, over all slots
   unsigned eventsUnacked_ = 0;
   Stats stats_;
 };

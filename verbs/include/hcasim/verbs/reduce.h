@@ -23,5 +23,10 @@ ReduceOp parseReduceOp(const std::string& s);
 
 /** @brief dst[i] = dst[i] op src[i] for @p count elements. */
 void reduceInto(void* dst, const void* src, size_t count, DataType t, ReduceOp op);
+/**
+ * @brief dst[i] = a[i] op b[i] for @p count elements: one pass where a copy and reduceInto
+ * would take two. @p dst may be @p a or @p b.
+ */
+void reduceTo(void* dst, const void* a, const void* b, size_t count, DataType t, ReduceOp op);
 
 }  // namespace hcasim::verbs
