@@ -102,39 +102,10 @@ ibv_qp* create_qp(Host& h) {
   return qp;
 }
 
-/** @brief INIT, RTR and RTS towards @p peer: path MTU 4096 (the port's), perftest's timeout and
- * retry counts, 16 READs outstanding each way (perftest asks for the device's maximum). */
+/** @brief INIT, RTR and RTS towards @p peer: perftest's timeout and retry counts, 16 READs
+ * outstanding each way (perftest asks for the device's maximum). */
 void connect_qp(ibv_qp* qp, const Host& peer, uint32_t peer_qpn) {
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_INIT;
-  a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-    bench::die("INIT");
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_4096;
-  a.dest_qp_num = peer_qpn;
-  a.max_dest_rd_atomic = 16;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  a.ah_attr.grh.dgid = peer.gid;
-  a.ah_attr.grh.sgid_index = 1;
-  a.ah_attr.port_num = 1;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    bench::die("RTR");
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 16;
-  if (ibv_modify_qp(qp, &a,
-                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                        IBV_QP_MAX_QP_RD_ATOMIC))
-    bench::die("RTS");
+  bench::connect_qp(qp, peer.gid, peer_qpn, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 16);
 }
 
 /** @brief Two hosts with @p n RC QPs between them: a.qps[i] is connected to b.qps[i]. */

@@ -103,19 +103,23 @@ inline void open_side(Side& s, ibv_device* dev, size_t bytes, bool channel = fal
   if (ibv_query_gid(s.ctx, 1, 1, &s.gid)) die("ibv_query_gid");
 }
 
-/** @brief INIT, RTR towards QP @p peer_qpn at @p peer_gid (GID index 1), RTS: one RC QP, any host. */
-inline void connect_qp(ibv_qp* qp, const ibv_gid& peer_gid, uint32_t peer_qpn) {
+/**
+ * @brief INIT, RTR towards QP @p peer_qpn at @p peer_gid (GID index 1), RTS: one RC QP, any host.
+ * @p access is the remote access the QP allows, @p rd_atomic the RDMA READs outstanding each way.
+ */
+inline void connect_qp(ibv_qp* qp, const ibv_gid& peer_gid, uint32_t peer_qpn,
+                       unsigned access = IBV_ACCESS_REMOTE_WRITE, uint8_t rd_atomic = 1) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  a.qp_access_flags = access;
   if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     die("INIT");
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_4096;
   a.dest_qp_num = peer_qpn;
-  a.max_dest_rd_atomic = 1;
+  a.max_dest_rd_atomic = rd_atomic;
   a.min_rnr_timer = 12;
   a.ah_attr.is_global = 1;
   a.ah_attr.grh.dgid = peer_gid;
@@ -130,7 +134,7 @@ inline void connect_qp(ibv_qp* qp, const ibv_gid& peer_gid, uint32_t peer_qpn) {
   a.timeout = 14;
   a.retry_cnt = 7;
   a.rnr_retry = 7;
-  a.max_rd_atomic = 1;
+  a.max_rd_atomic = rd_atomic;
   if (ibv_modify_qp(qp, &a,
                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                         IBV_QP_MAX_QP_RD_ATOMIC))
