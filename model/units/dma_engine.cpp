@@ -109,7 +109,8 @@ bool DmaEngine::post_write(uint64_t iova, const void* src, uint64_t len, uint32_
     done += contig < len - done ? contig : len - done;
   }
   const auto* in = static_cast<const uint8_t*>(src);
-  Posted p{now_ps() + write_latency_ps(len), iova, qpn, what, std::vector<uint8_t>(in, in + len)};
+  Posted p{now_ps() + write_latency_ps(len), iova, qpn, what, take_spare()};
+  p.bytes.assign(in, in + len);
   // Behind the writes before it, it still crosses the link after them (its transfer time).
   if (p.at < posted_until_ + prof_.pcie_xfer_ps(len)) p.at = posted_until_ + prof_.pcie_xfer_ps(len);
   posted_until_ = p.at;
@@ -124,6 +125,7 @@ void DmaEngine::land_due() {
     Posted p = std::move(posted_.front());
     posted_.pop_front();
     land(p);
+    keep_spare(std::move(p.bytes));
   }
 }
 
@@ -135,7 +137,19 @@ void DmaEngine::land_overlapping(uint64_t iova, uint64_t len) {
     Posted p = std::move(posted_.front());
     posted_.pop_front();
     land(p);
+    keep_spare(std::move(p.bytes));
   }
+}
+
+std::vector<uint8_t> DmaEngine::take_spare() {
+  if (spare_.empty()) return {};
+  std::vector<uint8_t> b = std::move(spare_.back());
+  spare_.pop_back();
+  return b;
+}
+
+void DmaEngine::keep_spare(std::vector<uint8_t>&& b) {
+  if (spare_.size() < kMaxSpare) spare_.push_back(std::move(b));
 }
 
 void DmaEngine::land(Posted& p) {
