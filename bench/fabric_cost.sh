@@ -1,23 +1,47 @@
 #!/bin/sh
-# fabric_cost.sh BUILD_DIR [OPS]: what crossing processes costs. The same kind of workload —
-# 64-byte RDMA WRITEs, few of them signaled (sim_throughput: 1 in 16; ib_write_bw: 1 in 100,
-# its default) — measured side by side in one run:
-#   in-process  : bench/sim_throughput (both QPs in one process, one world)
-#   fabric      : ib_write_bw server and client as two processes on a private fabric
-#                 (hcasim run -- A ::: B): every doorbell and every wait is a message to
-#                 hcasim-device, every DMA a process_vm_readv/writev.
-# Prints both rates in messages per wall-second and their ratio. Simulated-time figures are
-# the same either way (one model); this is the simulator's own speed.
+# fabric_cost.sh BUILD_DIR [OPS]: what crossing processes costs, measured side by side in one run.
+# The same stream of 64-byte RDMA WRITEs (write_stream: RC QPs on hcasim0 and hcasim1, 64 in
+# flight, 1 in 16 signaled, ibv_poll_cq in a loop) in the realtime clock (the fabric's clock as
+# soon as two processes share it):
+#   in-process          hcasim run -- write_stream: the device in the program's process
+#   fabric              hcasim run --fabric --hcas-per-host 2 -- write_stream: the device in
+#                       hcasim-device; doorbells and waits are messages, DMA crosses processes
+#   fabric, by address  the same with HCASIM_DMA_ARENA=0: the device reaches the driver's rings,
+#                       tables and doorbell records with process_vm_readv/writev too
+# then two processes (ib_write_bw server and client, its default 1 in 100 signaled) on a fabric,
+# with and without the shared arena, and sim_throughput (both QPs driven by the harness itself).
+# Prints messages per wall-second and the ratio to the in-process stream. Simulated-time figures
+# are the same everywhere (one model); this is the simulator's own speed.
 set -eu
-build=$1; ops=${2:-20000}
+build=$1; ops=${2:-100000}
 port=18790
-inproc=$("$build/bin/sim_throughput" --ops "$ops" | awk '/64 B, 1 in 16 signaled/ { print $(NF-1) }')
-out=$("$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p $port \
-      ::: "$(dirname "$0")/../tests/fabric/wait-port" $port ib_write_bw -F -n "$ops" -s 64 -p $port localhost 2>&1)
-# perftest's row: bytes iterations BW-peak BW-average MsgRate[Mpps]; the client prints it last.
-mpps=$(printf '%s\n' "$out" | awk '$1 == 64 && $2 == '"$ops"' { r = $NF } END { print r }')
-fabric=$(awk -v m="$mpps" 'BEGIN { printf "%d", m * 1e6 }')
-printf 'fabric cost: 64-byte RDMA WRITE, %s ops\n' "$ops"
-printf '  %-44s %12s msgs/wall-s\n' "in-process world (sim_throughput)" "$inproc"
-printf '  %-44s %12s msgs/wall-s\n' "two processes on a fabric (ib_write_bw)" "$fabric"
-awk -v a="$fabric" -v b="$inproc" 'BEGIN { if (b > 0) printf "  ratio fabric/in-process: %.2f\n", a / b }'
+here=$(dirname "$0")
+rate_of() {  # write_stream's ops_per_wall_s=
+  printf '%s\n' "$1" | tr ' ' '\n' | sed -n 's/^ops_per_wall_s=//p'
+}
+inproc=$(rate_of "$("$build/bin/hcasim" run --clock realtime -- "$build/bin/write_stream" --ops "$ops")")
+fab=$(rate_of "$("$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
+      "$build/bin/write_stream" --ops "$ops")")
+fab0=$(rate_of "$(HCASIM_DMA_ARENA=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
+      "$build/bin/write_stream" --ops "$ops")")
+bw() {  # bw ARENA: ib_write_bw pair on a fabric, messages per wall-second
+  out=$(HCASIM_DMA_ARENA=$1 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p $port \
+        ::: "$here/../tests/fabric/wait-port" $port ib_write_bw -F -n "$ops" -s 64 -p $port localhost 2>&1)
+  port=$((port + 1))
+  # perftest's row: bytes iterations BW-peak BW-average MsgRate[Mpps]; the client prints it last.
+  mpps=$(printf '%s\n' "$out" | awk '$1 == 64 && $2 == '"$ops"' { r = $NF } END { print r }')
+  awk -v m="$mpps" 'BEGIN { printf "%d", m * 1e6 }'
+}
+bw1=$(bw 1)
+bw0=$(bw 0)
+harness=$("$build/bin/sim_throughput" --ops "$ops" | awk '/64 B, 1 in 16 signaled/ { print $(NF-1) }')
+printf 'fabric cost: 64-byte RDMA WRITE, %s ops, realtime clock (load average %s)\n' "$ops" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)"
+row() { awk -v n="$1" -v r="$2" -v b="$inproc" 'BEGIN { printf "  %-52s %9d msgs/wall-s  %5.2f\n", n, r, r / b }'; }
+printf '  %-52s %20s  %5s\n' "" "" "ratio"
+row "in-process (write_stream)" "$inproc"
+row "fabric, one process (write_stream)" "$fab"
+row "fabric, one process, HCASIM_DMA_ARENA=0" "$fab0"
+row "fabric, two processes (ib_write_bw)" "$bw1"
+row "fabric, two processes, HCASIM_DMA_ARENA=0" "$bw0"
+row "in-process harness, lockstep (sim_throughput)" "$harness"

@@ -8,13 +8,6 @@ namespace hcasim::drv {
 namespace {
 constexpr uint64_t kPage = 4096;
 
-uint8_t* alloc_pages(uint64_t bytes) {
-  void* p = nullptr;
-  if (posix_memalign(&p, kPage, bytes ? bytes : kPage) != 0) return nullptr;
-  std::memset(p, 0, bytes);
-  return static_cast<uint8_t*>(p);
-}
-
 int forced_levels() {
   const char* e = std::getenv("HCASIM_BT_LEVELS");
   return e && std::atoi(e) == 2 ? 2 : 0;
@@ -40,11 +33,11 @@ uint64_t IovaSpace::contiguous(uint64_t len, uint64_t align, uint64_t phase) {
 }
 
 uint64_t* BufferTable::new_table_page(uint64_t& iova) {
-  auto* p = reinterpret_cast<uint64_t*>(alloc_pages(kPage));
+  auto* p = reinterpret_cast<uint64_t*>(link_.alloc_dma_pages(kPage));
   if (!p) return nullptr;
   iova = space_.scattered_pages(1)[0];
   if (!link_.iommu_map(iova, p, kPage)) {
-    std::free(p);
+    link_.free_dma_pages(reinterpret_cast<uint8_t*>(p), kPage);
     return nullptr;
   }
   pages_.emplace_back(p, iova);
@@ -91,13 +84,13 @@ BufferTable::BufferTable(HcaLink& link, IovaSpace& space, const std::vector<uint
 BufferTable::~BufferTable() {
   for (auto& [p, iova] : pages_) {
     link_.iommu_unmap(iova);
-    std::free(p);
+    link_.free_dma_pages(reinterpret_cast<uint8_t*>(p), kPage);
   }
 }
 
 QueueBuffer::QueueBuffer(HcaLink& link, IovaSpace& space, uint64_t bytes) : link_(link) {
   bytes_ = (bytes + kPage - 1) & ~(kPage - 1);
-  mem_ = alloc_pages(bytes_);
+  mem_ = link_.alloc_dma_pages(bytes_);
   if (!mem_) return;
   const uint32_t npages = uint32_t(bytes_ / kPage);
   iovas_ = space.scattered_pages(npages);
@@ -113,7 +106,7 @@ QueueBuffer::QueueBuffer(HcaLink& link, IovaSpace& space, uint64_t bytes) : link
 QueueBuffer::~QueueBuffer() {
   table_.reset();
   for (uint64_t iova : iovas_) link_.iommu_unmap(iova);
-  std::free(mem_);
+  if (mem_) link_.free_dma_pages(mem_, bytes_);
 }
 
 PinnedRegion::PinnedRegion(HcaLink& link, IovaSpace& space, void* addr, uint64_t len) : link_(link) {
@@ -145,18 +138,18 @@ PinnedRegion::~PinnedRegion() {
 DbrecPool::~DbrecPool() {
   for (auto& [p, iova] : pages_) {
     link_.iommu_unmap(iova);
-    std::free(p);
+    link_.free_dma_pages(p, kPage);
   }
 }
 
 void* DbrecPool::alloc(uint64_t& iova) {
   std::lock_guard<std::mutex> g(mu_);
   if (free_.empty()) {
-    uint8_t* page = alloc_pages(kPage);
+    uint8_t* page = link_.alloc_dma_pages(kPage);
     if (!page) return nullptr;
     uint64_t piova = space_.scattered_pages(1)[0];
     if (!link_.iommu_map(piova, page, kPage)) {
-      std::free(page);
+      link_.free_dma_pages(page, kPage);
       return nullptr;
     }
     pages_.emplace_back(page, piova);

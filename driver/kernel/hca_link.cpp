@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "hca_link.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace hcasim::drv {
@@ -10,6 +12,16 @@ LinkEnumerator& enumerator() {
   return e;
 }
 }  // namespace
+
+uint8_t* HcaLink::alloc_dma_pages(uint64_t bytes) {
+  constexpr uint64_t kPage = 4096;
+  void* p = nullptr;
+  if (posix_memalign(&p, kPage, bytes ? bytes : kPage) != 0) return nullptr;
+  std::memset(p, 0, bytes);
+  return static_cast<uint8_t*>(p);
+}
+
+void HcaLink::free_dma_pages(uint8_t* p, uint64_t) { std::free(p); }
 
 void register_link_enumerator(LinkEnumerator e) { enumerator() = std::move(e); }
 

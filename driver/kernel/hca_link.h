@@ -34,6 +34,15 @@ class HcaLink {
    * core to the woken reader). A link that already runs them inline needs no override.
    */
   virtual void mmio_write64_irqs(uint32_t offset, uint64_t value) { mmio_write64(offset, value); }
+  /**
+   * @brief Zeroed, page-aligned memory for what the kernel side gives the device (queue rings,
+   * buffer tables, doorbell records): DMA-coherent memory, as a host driver allocates it.
+   * nullptr when none is left. The default is ordinary process memory; a device in another
+   * process may hand out memory it can reach without a system call per access.
+   */
+  virtual uint8_t* alloc_dma_pages(uint64_t bytes);
+  /** @brief Give back what alloc_dma_pages(@p bytes) returned. */
+  virtual void free_dma_pages(uint8_t* p, uint64_t bytes);
   /** @brief Program the IOMMU: device address @p iova reaches @p hva for @p len bytes. */
   virtual bool iommu_map(uint64_t iova, void* hva, uint64_t len) = 0;
   virtual void iommu_unmap(uint64_t iova) = 0;

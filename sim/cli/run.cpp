@@ -140,6 +140,13 @@ int check_run(RunRequest& r) {
   if (r.join.empty() && !r.fabric && std::getenv("HCASIM_FABRIC") && *std::getenv("HCASIM_FABRIC"))
     r.join = std::getenv("HCASIM_FABRIC");
   r.cross = r.fabric || r.cmds.size() > 1 || !r.join.empty();
+  // Read by the programs' drop-in library (fabric client); checked here so nothing starts with it wrong.
+  if (const char* a = std::getenv("HCASIM_DMA_ARENA");
+      a && std::strcmp(a, "0") != 0 && std::strcmp(a, "1") != 0)
+    return fail(
+        "HCASIM_DMA_ARENA=%s: expected 0 (the device reaches driver memory by address) or 1 (shared, the "
+        "default)",
+        a);
   if (!r.join.empty() && !r.so.env.empty())
     return fail(
         "run --join: simulation options (trace, profile, ...) are the fabric's: give them to `hcasim fabric "

@@ -3,6 +3,7 @@
 
 #include "../world/clock.h"
 #include "../world/fatal_signals.h"
+#include "dma_arena.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -54,8 +55,14 @@ class FabricClient {
     isr_[hca] = std::move(isr);
   }
   const std::string& path() const { return path_; }
+  /** @brief Driver memory from the arena shared with the device; nullptr if there is none or it is full. */
+  uint8_t* arena_alloc(uint64_t bytes) { return arena_.base() ? arena_.alloc(bytes) : nullptr; }
+  /** @brief False if @p p is not the arena's. */
+  bool arena_free(uint8_t* p, uint64_t bytes) { return arena_.free(p, bytes); }
 
  private:
+  /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0; false (said why) on a bad setting. */
+  bool open_arena();
   struct ThreadConn {
     int fd = -1;
     pid_t pid = 0;
@@ -83,7 +90,12 @@ class FabricClient {
   std::function<void(uint32_t)> isr_[kMaxHcasPerHost];
   uint64_t isr_seen_[kMaxHcasPerHost] = {};                 ///< interrupt counts already handled (isr_mu_)
   std::atomic<uint64_t> irq_counts_[kMaxHcasPerHost] = {};  ///< latest counts from the device
+  DmaArena arena_;  ///< rings, tables and doorbell records the device reads without a system call
 };
+
+/// Room for this process's rings, buffer tables and doorbell records (reserved; pages are
+/// committed as they are used). When it is full, the rest comes from ordinary memory.
+constexpr uint64_t kArenaBytes = 256ull << 20;
 
 /** @brief One HCA of this host, reached through the device process. */
 class RemoteLink : public drv::HcaLink {
@@ -130,6 +142,13 @@ class RemoteLink : public drv::HcaLink {
     MapMsg m{index_, 0, iova, 0, 0};
     StatusReply r{};
     c_.call(MsgType::Unmap, &m, sizeof m, nullptr, 0, &r, sizeof r);
+  }
+  uint8_t* alloc_dma_pages(uint64_t bytes) override {
+    if (uint8_t* p = c_.arena_alloc(bytes)) return p;
+    return HcaLink::alloc_dma_pages(bytes);
+  }
+  void free_dma_pages(uint8_t* p, uint64_t bytes) override {
+    if (!c_.arena_free(p, bytes)) HcaLink::free_dma_pages(p, bytes);
   }
   void set_irq_handler(std::function<void(uint32_t)> isr) override { c_.set_isr(index_, std::move(isr)); }
   bool wait_progress() override { return c_.wait_progress(); }
@@ -180,10 +199,12 @@ bool FabricClient::join() {
   irq_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   activity_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   pid_ = getpid();
-  HelloMsg m{kProtocolVersion, int32_t(pid_), want, 0};
+  if (!open_arena()) return false;
+  HelloMsg m{kProtocolVersion, int32_t(pid_), want, 0, uint64_t(uintptr_t(arena_.base())), arena_.size()};
+  const int fds[2] = {irq_fd_, arena_.fd()};
   HelloReply r{};
   MsgHeader h{};
-  if (!send_msg(life_fd_, MsgType::Hello, &m, sizeof m, nullptr, 0, &irq_fd_, 1) ||
+  if (!send_msg(life_fd_, MsgType::Hello, &m, sizeof m, nullptr, 0, fds, arena_.base() ? 2 : 1) ||
       recv_msg(life_fd_, h, &r, sizeof r) <= 0 || h.type != MsgType::Hello || h.len != sizeof r) {
     std::fprintf(stderr, "hcasim: the fabric at %s did not answer HELLO: %s\n", path_.c_str(),
                  std::strerror(errno));
@@ -205,6 +226,23 @@ bool FabricClient::join() {
   // while its memory can still be read.
   std::atexit([] { FabricClient::get().leaving(); });
   sim::on_fatal_signals(on_fatal_signal);
+  return true;
+}
+
+bool FabricClient::open_arena() {
+  const char* e = std::getenv("HCASIM_DMA_ARENA");
+  if (e && std::strcmp(e, "1") != 0) {
+    if (std::strcmp(e, "0") == 0) return true;
+    std::fprintf(stderr,
+                 "hcasim: HCASIM_DMA_ARENA=%s: expected 0 (reach driver memory by address) or 1 (share it)\n",
+                 e);
+    return false;
+  }
+  if (!arena_.create(kArenaBytes)) {
+    // Not fatal: the device reaches the same memory by address, only more slowly.
+    std::fprintf(stderr, "hcasim: no memory shared with the device (%s); its DMA goes by address\n",
+                 std::strerror(errno));
+  }
   return true;
 }
 

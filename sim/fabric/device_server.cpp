@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dma_arena.h"
 #include "engine.h"
 
 namespace hcasim::fabric {
@@ -34,6 +35,8 @@ constexpr uint64_t kMaxHoldNs = 10'000'000;
 constexpr uint64_t kWaitWallBudgetNs = 2'000'000;
 /// Realtime: a wait that sees nothing returns after this much wall time (the program polls on).
 constexpr uint64_t kRealtimeWaitNs = 100'000;
+/// A host that shares no DMA arena (or no host at all).
+const DmaWindow kNoArena;
 }  // namespace
 
 struct DeviceServer::Host {
@@ -44,6 +47,7 @@ struct DeviceServer::Host {
   uint64_t visible = 0;        ///< device writes into this host's memory + its interrupts
   int irq_fd = -1;             ///< the host's interrupt line (an eventfd it passed)
   bool left_reported = false;  ///< LEAVING came: what it left in flight is reported
+  DmaWindow arena;             ///< the driver memory it shares (HELLO's memfd), if any
 };
 
 struct DeviceServer::Conn {
@@ -72,17 +76,31 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
   pid_t pid = 0;
   uint64_t* visible = nullptr;
   model::Hca* hca = nullptr;
+  const DmaWindow* arena = &kNoArena;  ///< the host's shared DMA arena (dma_arena.h)
+  uint64_t shared = 0, vm_calls = 0;   ///< accesses through the arena / by process_vm_readv/writev
   bool read(const uint8_t* hva, void* dst, uint64_t len) override {
     if (!pid) return gone();
+    if (const uint8_t* p = arena->find(uint64_t(uintptr_t(hva)), len)) {
+      std::memcpy(dst, p, len);
+      ++shared;
+      return true;
+    }
+    ++vm_calls;
     iovec local{dst, len}, remote{const_cast<uint8_t*>(hva), len};
     if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(len)) return true;
     return errno == ESRCH ? gone() : false;
   }
   bool write(uint8_t* hva, const void* src, uint64_t len) override {
     if (!pid) return gone();
-    iovec local{const_cast<void*>(src), len}, remote{hva, len};
-    if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len))
-      return errno == ESRCH ? gone() : false;
+    if (uint8_t* p = arena->find(uint64_t(uintptr_t(hva)), len)) {
+      std::memcpy(p, src, len);
+      ++shared;
+    } else {
+      ++vm_calls;
+      iovec local{const_cast<void*>(src), len}, remote{hva, len};
+      if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len))
+        return errno == ESRCH ? gone() : false;
+    }
     ++*visible;
     return true;
   }
@@ -119,12 +137,16 @@ DeviceServer::DeviceServer(sim::World& world, const DeviceOptions& opt)
     hosts_.push_back(std::make_unique<Host>());
     hosts_.back()->index = int(i);
   }
+  world_.set_stats_tail([this] { return dma_stats_text(); });
 }
 
 DeviceServer::~DeviceServer() {
+  world_.set_stats_tail(nullptr);
   for (auto& c : conns_) ::close(c->fd);
-  for (auto& h : hosts_)
+  for (auto& h : hosts_) {
     if (h->irq_fd >= 0) ::close(h->irq_fd);
+    unmap_client_arena(h->arena);
+  }
   if (listen_fd_ >= 0) {
     ::close(listen_fd_);
     ::unlink(opt_.socket.c_str());
@@ -223,6 +245,7 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
   for_each_hca(h, [&](uint32_t i, Slot& s, model::Hca& hca) {
     s.mem.pid = h.pid;
+    s.mem.arena = &h.arena;
     s.mem.visible = &h.visible;
     s.mem.hca = &hca;
     hca.port().set_up(true);
@@ -260,14 +283,31 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
     return refuse(EPROTO, "protocol version " + std::to_string(m.version) + ", device speaks " +
                               std::to_string(kProtocolVersion) +
                               " (client and hcasim-device from different builds)");
+  const uint32_t want_fds = m.arena_len ? 2 : 1;
+  if (nfds != want_fds)
+    return refuse(EINVAL, "HELLO must pass " +
+                              std::string(want_fds == 2 ? "an interrupt eventfd and the DMA arena's memfd"
+                                                        : "exactly one interrupt eventfd") +
+                              ", got " + std::to_string(nfds) + " descriptor(s)");
   std::string why = check_irq_fd(fds, nfds);
   if (!why.empty()) return refuse(EINVAL, why);
   // DMA goes to the process the kernel says is on the other end (SO_PEERCRED), never to the
   // pid the message names: a client reaches no memory but its own.
   if (c.pid <= 0) return refuse(EPERM, "the device cannot tell which process is connected");
+  DmaWindow arena;
+  if (m.arena_len) {
+    why = map_client_arena(fds[1], c.pid, m.arena_hva, m.arena_len, arena);
+    ::close(fds[1]);
+    nfds = 1;  // refuse() closes what is left
+    if (!why.empty()) return refuse(EINVAL, why);
+  }
   int err = 0;
   Host* h = pick_host(m, err, why);
-  if (!h) return refuse(err, why);
+  if (!h) {
+    unmap_client_arena(arena);
+    return refuse(err, why);
+  }
+  h->arena = arena;
   h->alive = true;
   h->pid = c.pid;
   h->token = (next_token_ += 0x9e3779b97f4a7c15ull);
@@ -282,7 +322,7 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
 }
 
 std::string DeviceServer::check_irq_fd(const int* fds, uint32_t nfds) {
-  if (nfds != 1) return "HELLO must pass exactly one interrupt eventfd, got " + std::to_string(nfds);
+  if (nfds < 1) return "HELLO must pass an interrupt eventfd";
   // Interrupts are written from the device's loop: a pipe or socket nobody reads would block
   // it, a file would grow. Only an eventfd, and that one non-blocking.
   char link[64] = {};
@@ -299,6 +339,9 @@ std::string DeviceServer::check_irq_fd(const int* fds, uint32_t nfds) {
 
 void DeviceServer::host_gone(Host& h) {
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
+  // From here the device reaches the process only by address, as before it shared anything: a
+  // killed process's memory is gone, and the reads below must find it so.
+  unmap_client_arena(h.arena);
   // Without a LEAVING first (killed), the memory is gone: unsent and unacknowledged messages
   // are still reported, CQEs never polled cannot be counted.
   if (!h.left_reported) report_left_behind(h);
@@ -676,6 +719,20 @@ int64_t DeviceServer::progress() {
   uint64_t pace = 0;
   e.run_until_visible(&pace);
   return int64_t(std::min<uint64_t>(pace, 1'000'000));
+}
+
+std::string DeviceServer::dma_stats_text() {
+  std::string s = "fabric DMA (accesses to client memory):\n";
+  char line[160];
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const RemoteMemory& m = slots_[i]->mem;
+    if (!m.shared && !m.vm_calls) continue;
+    std::snprintf(line, sizeof line,
+                  "  %-16s %" PRIu64 " through shared memory, %" PRIu64 " by process_vm_readv/writev\n",
+                  world_.hca(i).identity().name.c_str(), m.shared, m.vm_calls);
+    s += line;
+  }
+  return s;
 }
 
 std::string DeviceServer::status_text() {

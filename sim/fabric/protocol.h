@@ -8,9 +8,10 @@
  * What travels here is what crosses PCIe on a real host: firmware commands (mailboxes),
  * doorbell stores, IOMMU programming, plus the simulator's own "I am waiting" message that
  * lets simulated time advance. DMA does not travel here: the device reads and writes client
- * memory by address (process_vm_readv/writev). Interrupts do not either: the host's
- * interrupt line is an eventfd the client passed at HELLO (each WAIT reply carries every
- * HCA's interrupt count, so the waiter knows which ISRs to run).
+ * memory by address (process_vm_readv/writev), and the driver's rings, buffer tables and
+ * doorbell records through a memfd the client shares at HELLO (dma_arena.h). Interrupts do not either: the
+ * host's interrupt line is an eventfd the client passed at HELLO (each WAIT reply carries every HCA's
+ * interrupt count, so the waiter knows which ISRs to run).
  *
  * One message per datagram: a MsgHeader then the type's payload. Every connection belongs to
  * one host: the first (HELLO) is the host's life line, held for the process's lifetime, whose
@@ -34,8 +35,9 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 5;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
-                                          // 4: HelloReply::driver_trace bits; 5: CommandReply
+constexpr uint32_t kProtocolVersion = 6;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
+                                          // 4: HelloReply::driver_trace bits; 5: CommandReply;
+                                          // 6: HelloMsg's DMA arena
 /** @brief HelloReply::driver_trace: the device wants the driver's error events / all its others. */
 constexpr uint8_t kDriverTraceErrors = 1, kDriverTraceOthers = 2;
 /** @brief Most HCAs one host may own. */
@@ -69,7 +71,13 @@ struct HelloMsg {
   uint32_t version;
   int32_t pid;
   int32_t want_host;  ///< host slot to take (HCASIM_HOST), or -1 for the first free one
-  uint32_t rsvd;      ///< passed with it (SCM_RIGHTS): the host's interrupt eventfd
+  uint32_t rsvd;      ///< passed with it (SCM_RIGHTS): the host's interrupt eventfd, then the arena's memfd
+  /**
+   * The DMA arena (dma_arena.h): where the client has the memfd passed second, and its length;
+   * 0 and 0 when it passes none (then the device reaches every byte by address).
+   */
+  uint64_t arena_hva;
+  uint64_t arena_len;
 };
 struct HelloReply {
   int32_t status;  ///< 0, or an errno (then `error` says why)

@@ -160,7 +160,7 @@ std::string check_request(const MsgHeader& h, const uint8_t* p, uint32_t nfds, c
   if (t < 1 || t > kLastType) return format("a message of unknown type %u (%u bytes)", t, h.len);
   const std::string name = type_name(h.type);
   if (nfds && h.type != MsgType::Hello)
-    return format("%u descriptor(s) passed with %s (only HELLO passes one)", nfds, name.c_str());
+    return format("%u descriptor(s) passed with %s (only HELLO passes any)", nfds, name.c_str());
   const size_t want = payload_size(h.type);
   if (h.type == MsgType::Trace ? h.len < want : h.len != want)
     return format("%s with %u payload bytes, expected %s%zu", name.c_str(), h.len,

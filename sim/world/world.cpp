@@ -580,6 +580,7 @@ std::string World::stats_text() {
     HCASIM_STAT_FIELDS(X)
 #undef X
   }
+  if (stats_tail_) out += stats_tail_();
   return out;
 }
 

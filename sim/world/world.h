@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -105,6 +106,8 @@ class World {
   std::vector<drv::HcaLink*> links();
   /** @brief Counters of every HCA, as text (one block per device) or JSON. */
   std::string stats_text();
+  /** @brief Lines the text counters end with (the device process's own); empty function: none. */
+  void set_stats_tail(std::function<std::string()> f) { stats_tail_ = std::move(f); }
   /** @brief Counters as JSON, plus a snapshot of every live QP (indices, PSNs, state). */
   std::string stats_json();
   /** @brief Complete every output (trace files, timeline, VCD, pcap); later events are dropped. */
@@ -144,6 +147,7 @@ class World {
   const model::TimingProfile* prof_;
   int pid_ = 0;  ///< the process that built the world (a forked child does not finish its outputs)
   bool finished_ = false;
+  std::function<std::string()> stats_tail_;
   TraceHub hub_;
   std::unique_ptr<TextTraceSink> text_;
   std::unique_ptr<TimelineSink> timeline_;

@@ -9,7 +9,7 @@
 //
 // Cases: garbage, bad-type, bad-length, header-mismatch, truncated, oversize, doorbell-first,
 // second-hello, stop-from-host, foreign-hca, foreign-qpn QPN, foreign-uar, map-wrap,
-// map-unmapped, spoof-pid PID, bad-irq-fd, attach-bad-token, orphan, driver-trace, no-read.
+// map-unmapped, spoof-pid PID, bad-irq-fd, bad-arena, attach-bad-token, orphan, driver-trace, no-read.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -61,10 +61,11 @@ bool closed_by_device(int fd, int ms = 10000) {
   return false;
 }
 
-/** HELLO with a fresh eventfd (or @p fds as given); the reply. */
-HelloReply hello(int fd, int32_t pid = getpid(), const int* fds = nullptr, uint32_t nfds = 1) {
+/** HELLO with a fresh eventfd (or @p fds as given), claiming a DMA arena if @p arena_len; the reply. */
+HelloReply hello(int fd, int32_t pid = getpid(), const int* fds = nullptr, uint32_t nfds = 1,
+                 uint64_t arena_hva = 0, uint64_t arena_len = 0) {
   const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  HelloMsg m{kProtocolVersion, pid, -1, 0};
+  HelloMsg m{kProtocolVersion, pid, -1, 0, arena_hva, arena_len};
   HelloReply r{};
   MsgHeader h{};
   if (!send_msg(fd, MsgType::Hello, &m, sizeof m, nullptr, 0, fds ? fds : &efd, nfds) ||
@@ -153,7 +154,7 @@ int case_doorbell_first() {
 int case_second_hello() {
   const int fd = as_host();
   const int efd = eventfd(0, EFD_CLOEXEC);
-  HelloMsg m{kProtocolVersion, getpid(), -1, 0};
+  HelloMsg m{kProtocolVersion, getpid(), -1, 0, 0, 0};
   send_msg(fd, MsgType::Hello, &m, sizeof m, nullptr, 0, &efd, 1);
   return closed_by_device(fd) ? 0 : (fail("a second HELLO accepted"), 1);
 }
@@ -243,6 +244,42 @@ int case_bad_irq_fd() {
   const int fd2 = connect_or_die();
   r = hello(fd2, getpid(), nullptr, 0);
   if (r.status != EINVAL) fail("a HELLO without an interrupt line accepted");
+  return 0;
+}
+
+int case_bad_arena() {
+  // The DMA arena (dma_arena.h): the device writes rings into the memfd, so it must be one, and
+  // the client must really have it where it says, or completions would land where it never looks.
+  const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int mfd = memfd_create("hostile-arena", MFD_CLOEXEC);
+  if (mfd < 0 || ftruncate(mfd, 8192) != 0) fail("memfd");
+  void* real = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  void* other = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (real == MAP_FAILED || other == MAP_FAILED) fail("mmap");
+  const uint64_t at = uint64_t(uintptr_t(real)), elsewhere = uint64_t(uintptr_t(other));
+  int pfd[2];
+  if (pipe(pfd) != 0) fail("pipe");
+  const int one[1] = {efd}, with_pipe[2] = {efd, pfd[0]}, good[2] = {efd, mfd};
+  struct Try {
+    const char* what;
+    const int* fds;
+    uint32_t nfds;
+    uint64_t hva;
+    const char* said;
+  } tries[] = {
+      {"an arena without its memfd", one, 1, at, "the DMA arena's memfd"},
+      {"a pipe as the arena", with_pipe, 2, at, "not a memfd (it is pipe:"},
+      {"an arena claimed where other memory is", good, 2, elsewhere, "not mapped at the address HELLO gives"},
+  };
+  for (const Try& t : tries) {
+    const HelloReply r = hello(connect_or_die(), getpid(), t.fds, t.nfds, t.hva, 8192);
+    if (r.status != EINVAL || !std::strstr(r.error, t.said))
+      fail((std::string(t.what) + " accepted").c_str());
+    std::printf("hostile: bad-arena: %s: refused: %s\n", t.what, r.error);
+  }
+  // The real thing is taken.
+  const HelloReply r = hello(connect_or_die(), getpid(), good, 2, at, 8192);
+  if (r.status != 0) fail(r.error);
   return 0;
 }
 
@@ -342,6 +379,7 @@ int main(int argc, char** argv) {
       {"map-unmapped", case_map_unmapped},
       {"spoof-pid", [&] { return case_spoof_pid(arg); }},
       {"bad-irq-fd", case_bad_irq_fd},
+      {"bad-arena", case_bad_arena},
       {"attach-bad-token", case_attach_bad_token},
       {"orphan", case_orphan},
       {"driver-trace", case_driver_trace},

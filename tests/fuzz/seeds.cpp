@@ -191,7 +191,7 @@ class Stream {
 
 void fabric_protocol(const fs::path& dir) {
   using fabric::MsgType;
-  const fabric::HelloMsg hello{fabric::kProtocolVersion, 1234, -1, 0};
+  const fabric::HelloMsg hello{fabric::kProtocolVersion, 1234, -1, 0, 0, 0};
   const fabric::DoorbellMsg sq{0, hw::kUarSqDoorbell, uint64_t(0x010011) << 32 | 1};
   const fabric::DoorbellMsg arm{0, hw::kUarCqArm, 1};
   const fabric::MapMsg map{0, 0, 0x100000, 0x7f0000001000, 8192};
