@@ -15,10 +15,13 @@
 # The simulator runs with its default clock (realtime as soon as a second thread or process
 # uses it). Prints one table: aborts per cell, and whether each simulator world aborts no more
 # often than rxe. Per-launch limit: 60 s on the simulator, 120 s in the guest (a launch over
-# it counts as a hang). GLOO_RATES_WORLDS picks worlds (e.g. "threads fabric"). The rxe world
+# it counts as a hang). GLOO_RATES_WORLDS picks worlds (e.g. "threads fabric");
+# GLOO_RATES_TABLE_FROM=DIR prints the table of an earlier run from its output directory. The rxe world
 # takes ~5 s per launch under TCG: about 15 minutes at N=20.
-# Exit status: 0 when no launch gave a wrong result or hung and each simulator world aborted no
-# more often than rxe over all algorithms (checked teardown); 1 otherwise; 2 usage.
+# Exit status: 0 when no launch gave a wrong result or hung, each simulator world aborted no
+# more often than rxe over all algorithms (checked teardown), and no algorithm's simulator cell
+# is higher than its rxe counterpart beyond chance (one-sided Fisher exact test, p < 0.05; the
+# script prints the test for every cell where the simulator's count is higher); 1 otherwise; 2 usage.
 set -uo pipefail
 [ $# -ge 1 ] || { echo "usage: bench/gloo_abort_rates.sh BUILD_DIR [N]" >&2; exit 2; }
 build=$(cd "$1" && pwd) || exit 2
@@ -33,7 +36,14 @@ for w in $worlds; do
   case $w in threads | fabric | rxe) ;; *) echo "gloo_abort_rates: unknown world '$w' (threads, fabric, rxe)" >&2; exit 2 ;; esac
 done
 [ -x "$prog" ] || { echo "gloo_abort_rates: $prog not built (needs libgloo-dev)" >&2; exit 2; }
-out=$(mktemp -d "${TMPDIR:-/tmp}/gloo_rates.XXXXXX")
+if [ -n "${GLOO_RATES_TABLE_FROM:-}" ]; then
+  # Print the table of an earlier run again (its output directory), running nothing.
+  out=$GLOO_RATES_TABLE_FROM worlds=
+  [ -f "$out/threads.checked.txt" ] || [ -f "$out/rxe.checked.txt" ] ||
+    { echo "gloo_abort_rates: $out holds no earlier run's outputs" >&2; exit 2; }
+else
+  out=$(mktemp -d "${TMPDIR:-/tmp}/gloo_rates.XXXXXX")
+fi
 export SYSTEMC_DISABLE_COPYRIGHT_MESSAGE=1
 ALGOS="AllreduceRing AllreduceRingChunked AllreduceHalvingDoubling AllreduceBcube BroadcastOneToAll AllgatherRing BarrierAllToAll"
 
@@ -82,7 +92,9 @@ cell() {
   echo "$2/$1"
 }
 echo
-echo "Gloo 0.5.0 at teardown: 4 ranks, $n launches per cell, aborts/launches ($(date -u +%Y-%m-%d), load $(cut -d' ' -f1 /proc/loadavg))"
+when="$(date -u +%Y-%m-%d), load $(cut -d' ' -f1 /proc/loadavg)"
+[ -n "${GLOO_RATES_TABLE_FROM:-}" ] && when="the run in $out"
+echo "Gloo 0.5.0 at teardown: 4 ranks, $n launches per cell, aborts/launches ($when)"
 row() { printf '%-26s %-10s | %-13s | %-13s | %-13s | %-13s\n' "$@"; }
 row algorithm teardown "threads (sim)" "rxe, threads" "fabric (sim)" "rxe, processes"
 for a in $ALGOS all; do
@@ -110,6 +122,29 @@ for w in threads fabric; do
   [ $((${s%/*} * ${rxe_all#*/})) -le $((${rxe_all%/*} * ${s#*/})) ] && verdict=yes
   [ $verdict = no ] && status=1
   echo "checked teardown, all algorithms: $w aborts no more often than its rxe counterpart: $verdict ($s vs $rxe_all)"
+done
+# Per algorithm: where a simulator cell has more aborts than its rxe counterpart, is that more
+# than chance? One-sided Fisher exact test (the hypergeometric tail: how likely at least the
+# simulator's count is if both worlds had the same rate). With near-zero rates and 20 launches,
+# 1 against 0 is p = 0.5: noise. p < 0.05 counts as higher and fails the run.
+fisher_greater() {  # a/n1 (simulator) against b/n2 (rxe): P(X >= a)
+  awk -v a="$1" -v n1="$2" -v b="$3" -v n2="$4" 'function lf(x,  s, i) { s = 0; for (i = 2; i <= x; i++) s += log(i); return s }
+    function lc(n, k) { return lf(n) - lf(k) - lf(n - k) }
+    BEGIN { K = a + b; N = n1 + n2; p = 0
+      for (k = a; k <= K && k <= n1; k++) p += exp(lc(K, k) + lc(N - K, n1 - k) - lc(N, n1))
+      printf "%.3f", p }'
+}
+for a in $ALGOS; do
+  for pair in "threads rxe-threads" "fabric rxe"; do
+    set -- $pair
+    s=$(cell $1 checked $a) r=$(cell $2 checked $a)
+    { [ "$s" = - ] || [ "$r" = - ]; } && continue
+    [ $((${s%/*} * ${r#*/})) -le $((${r%/*} * ${s#*/})) ] && continue
+    p=$(fisher_greater "${s%/*}" "${s#*/}" "${r%/*}" "${r#*/}")
+    sig="chance (not significant)"
+    awk -v p="$p" 'BEGIN { exit !(p < 0.05) }' && { sig="HIGHER (significant)"; status=1; }
+    echo "checked teardown, $a: $1 $s against $2 $r: one-sided Fisher exact p = $p: $sig"
+  done
 done
 echo "(outputs and the logs of launches that did not pass: $out)"
 exit $status
