@@ -4,12 +4,18 @@
 # CM MADs as InfiniBand CM in the order the protocol sends them, around the RC SEND they set
 # up, with no malformed frame and no expert warning, and that the trace shows each MAD as the
 # GSI QP receives it and the state changes it drives. Skips (77) without tshark.
+#
+# Each run writes into its own new directory under DIR (mktemp -d), never into DIR itself: two
+# runs at once (two ctest invocations on one build tree) once shared DIR/cm.pcap, and one
+# removed and rewrote the capture while the other's tshark read it. The run's directory is
+# removed when the run passes and kept, and named, when it fails.
 set -eu
-prog=$1; dir=$2
+prog=$1; parent=$2
 command -v tshark >/dev/null 2>&1 || { echo "cm_wire_test: tshark not installed"; exit 77; }
-mkdir -p "$dir"
+mkdir -p "$parent"
+dir=$(mktemp -d "$parent/run.XXXXXX")
+trap 's=$?; if [ $s -eq 0 ]; then rm -rf "$dir"; else echo "cm_wire_test: this run'"'"'s files are in $dir" >&2; fi' EXIT
 pcap=$dir/cm.pcap trace=$dir/cm.trace
-rm -f "$pcap" "$trace"
 HCASIM_CLOCK=lockstep HCASIM_PCAP=$pcap HCASIM_TRACE=$trace "$prog" --gtest_filter='IbCm.ReqRep*' >"$dir/out" 2>&1 ||
   { cat "$dir/out"; echo "cm_wire_test: the test program failed" >&2; exit 1; }
 rows=$(tshark -r "$pcap" --disable-heuristic rpcrdma_infiniband -T fields -E separator='|' \

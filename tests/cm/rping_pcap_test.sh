@@ -3,15 +3,20 @@
 # dissect every frame cleanly and show the connection made by the CM (ConnectRequest,
 # ConnectReply, ReadyToUse on QP1), then rping's RC traffic, then the disconnection
 # (DisconnectRequest, DisconnectReply). Skips (77) without tshark or rping.
+#
+# Each run writes into its own new directory under DIR (mktemp -d), so two runs at once never
+# read or remove each other's capture (as tests/cm/cm_wire_test.sh). The run's directory is
+# removed when the run passes and kept, and named, when it fails.
 set -eu
-hcasim=$1; shim=$2; dir=$3; at=${4:-192.0.2.1}  # IPv4, or a host's IPv6 link-local address
+hcasim=$1; shim=$2; parent=$3; at=${4:-192.0.2.1}  # IPv4, or a host's IPv6 link-local address
 case "$at" in *:*) proto=ipv6 ;; *) proto=ip ;; esac  # every frame, CM and data alike, over it
 here=$(cd "$(dirname "$0")" && pwd)
 command -v tshark >/dev/null 2>&1 || { echo "rping_pcap_test: tshark not installed"; exit 77; }
 command -v rping >/dev/null 2>&1 || { echo "rping_pcap_test: rping not installed"; exit 77; }
-mkdir -p "$dir"
+mkdir -p "$parent"
+dir=$(mktemp -d "$parent/run.XXXXXX")
+trap 's=$?; if [ $s -eq 0 ]; then rm -rf "$dir"; else echo "rping_pcap_test: this run'"'"'s files are in $dir" >&2; fi' EXIT
 pcap=$dir/rping.pcap
-rm -f "$pcap"
 "$here/cm-pair" "$hcasim" "$shim" --pcap "$pcap" -- rping -s -a "$at" -V -C 20 \
   ::: rping -c -a "$at" -V -C 20 >"$dir/out" 2>&1 ||
   { cat "$dir/out"; echo "rping_pcap_test: rping failed" >&2; exit 1; }
