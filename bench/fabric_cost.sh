@@ -24,16 +24,15 @@ fab=$(rate_of "$("$build/bin/hcasim" run --clock realtime --fabric --hcas-per-ho
       "$build/bin/write_stream" --ops "$ops")")
 fab0=$(rate_of "$(HCASIM_DMA_ARENA=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
       "$build/bin/write_stream" --ops "$ops")")
-bw() {  # bw ARENA: ib_write_bw pair on a fabric, messages per wall-second
-  out=$(HCASIM_DMA_ARENA=$1 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p $port \
-        ::: "$here/../tests/fabric/wait-port" $port ib_write_bw -F -n "$ops" -s 64 -p $port localhost 2>&1)
-  port=$((port + 1))
+bw() {  # bw ARENA PORT: ib_write_bw pair on a fabric, messages per wall-second
+  out=$(HCASIM_DMA_ARENA=$1 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p "$2" \
+        ::: "$here/../tests/fabric/wait-port" "$2" ib_write_bw -F -n "$ops" -s 64 -p "$2" localhost 2>&1)
   # perftest's row: bytes iterations BW-peak BW-average MsgRate[Mpps]; the client prints it last.
   mpps=$(printf '%s\n' "$out" | awk '$1 == 64 && $2 == '"$ops"' { r = $NF } END { print r }')
   awk -v m="$mpps" 'BEGIN { printf "%d", m * 1e6 }'
 }
-bw1=$(bw 1)
-bw0=$(bw 0)
+bw1=$(bw 1 $port)
+bw0=$(bw 0 $((port + 1)))
 harness=$("$build/bin/sim_throughput" --ops "$ops" | awk '/64 B, 1 in 16 signaled/ { print $(NF-1) }')
 printf 'fabric cost: 64-byte RDMA WRITE, %s ops, realtime clock (load average %s)\n' "$ops" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"

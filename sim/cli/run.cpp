@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "dma_arena.h"
 #include "drop_rule.h"
 #include "fault_spec.h"
 #include "trace_filter.h"
@@ -141,12 +142,8 @@ int check_run(RunRequest& r) {
     r.join = std::getenv("HCASIM_FABRIC");
   r.cross = r.fabric || r.cmds.size() > 1 || !r.join.empty();
   // Read by the programs' drop-in library (fabric client); checked here so nothing starts with it wrong.
-  if (const char* a = std::getenv("HCASIM_DMA_ARENA");
-      a && std::strcmp(a, "0") != 0 && std::strcmp(a, "1") != 0)
-    return fail(
-        "HCASIM_DMA_ARENA=%s: expected 0 (the device reaches driver memory by address) or 1 (shared, the "
-        "default)",
-        a);
+  bool arena = true;
+  if (const std::string err = fabric::dma_arena_setting(arena); !err.empty()) return fail("%s", err.c_str());
   if (!r.join.empty() && !r.so.env.empty())
     return fail(
         "run --join: simulation options (trace, profile, ...) are the fabric's: give them to `hcasim fabric "

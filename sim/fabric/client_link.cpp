@@ -56,7 +56,7 @@ class FabricClient {
   }
   const std::string& path() const { return path_; }
   /** @brief Driver memory from the arena shared with the device; nullptr if there is none or it is full. */
-  uint8_t* arena_alloc(uint64_t bytes) { return arena_.base() ? arena_.alloc(bytes) : nullptr; }
+  uint8_t* arena_alloc(uint64_t bytes) { return arena_.alloc(bytes); }
   /** @brief False if @p p is not the arena's. */
   bool arena_free(uint8_t* p, uint64_t bytes) { return arena_.free(p, bytes); }
 
@@ -230,15 +230,12 @@ bool FabricClient::join() {
 }
 
 bool FabricClient::open_arena() {
-  const char* e = std::getenv("HCASIM_DMA_ARENA");
-  if (e && std::strcmp(e, "1") != 0) {
-    if (std::strcmp(e, "0") == 0) return true;
-    std::fprintf(stderr,
-                 "hcasim: HCASIM_DMA_ARENA=%s: expected 0 (reach driver memory by address) or 1 (share it)\n",
-                 e);
+  bool on = true;
+  if (const std::string err = dma_arena_setting(on); !err.empty()) {
+    std::fprintf(stderr, "hcasim: %s\n", err.c_str());
     return false;
   }
-  if (!arena_.create(kArenaBytes)) {
+  if (on && !arena_.create(kArenaBytes)) {
     // Not fatal: the device reaches the same memory by address, only more slowly.
     std::fprintf(stderr, "hcasim: no memory shared with the device (%s); its DMA goes by address\n",
                  std::strerror(errno));

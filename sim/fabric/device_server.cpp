@@ -289,7 +289,7 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
                               std::string(want_fds == 2 ? "an interrupt eventfd and the DMA arena's memfd"
                                                         : "exactly one interrupt eventfd") +
                               ", got " + std::to_string(nfds) + " descriptor(s)");
-  std::string why = check_irq_fd(fds, nfds);
+  std::string why = check_irq_fd(fds[0]);
   if (!why.empty()) return refuse(EINVAL, why);
   // DMA goes to the process the kernel says is on the other end (SO_PEERCRED), never to the
   // pid the message names: a client reaches no memory but its own.
@@ -321,18 +321,14 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   reply(c, MsgType::Hello, &r, sizeof r);
 }
 
-std::string DeviceServer::check_irq_fd(const int* fds, uint32_t nfds) {
-  if (nfds < 1) return "HELLO must pass an interrupt eventfd";
+std::string DeviceServer::check_irq_fd(int fd) {
   // Interrupts are written from the device's loop: a pipe or socket nobody reads would block
   // it, a file would grow. Only an eventfd, and that one non-blocking.
-  char link[64] = {};
-  const std::string path = "/proc/self/fd/" + std::to_string(fds[0]);
-  const ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
-  if (n <= 0 || std::strcmp(link, "anon_inode:[eventfd]") != 0)
-    return std::string("HELLO's interrupt descriptor is not an eventfd (it is ") +
-           (n > 0 ? link : "unknown") + ")";
-  const int fl = fcntl(fds[0], F_GETFL);
-  if (fl < 0 || fcntl(fds[0], F_SETFL, fl | O_NONBLOCK) != 0)
+  const std::string what = fd_target(fd);
+  if (what != "anon_inode:[eventfd]")
+    return "HELLO's interrupt descriptor is not an eventfd (it is " + what + ")";
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
     return "HELLO's interrupt eventfd cannot be made non-blocking";
   return "";
 }

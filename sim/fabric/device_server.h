@@ -101,7 +101,7 @@ class DeviceServer {
   /** @brief A HELLO: check it, give the process a host slot and its HCAs, answer. */
   void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
   /** @brief Why HELLO's descriptors are not one interrupt eventfd; empty if they are. */
-  static std::string check_irq_fd(const int* fds, uint32_t nfds);
+  static std::string check_irq_fd(int fd);
   /** @brief The host slot a HELLO asks for (or the first free one); nullptr with @p err, @p why. */
   Host* pick_host(const HelloMsg& m, int& err, std::string& why);
   /** @brief Wire @p h's HCAs to its process (memory, interrupts, port up); fill @p r's names. */

@@ -8,12 +8,21 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
 namespace hcasim::fabric {
 namespace {
 constexpr uint64_t kPage = 4096;
+}
+
+std::string dma_arena_setting(bool& on) {
+  const char* v = std::getenv("HCASIM_DMA_ARENA");
+  on = !v || std::strcmp(v, "0") != 0;
+  if (!v || !std::strcmp(v, "0") || !std::strcmp(v, "1")) return "";
+  return std::string("HCASIM_DMA_ARENA=") + v +
+         ": expected 0 (the device reaches driver memory by address) or 1 (shared, the default)";
 }
 
 DmaArena::~DmaArena() {
@@ -90,11 +99,8 @@ uint64_t DmaArena::pages_in_use() const {
 }
 
 std::string map_client_arena(int fd, pid_t pid, uint64_t hva, uint64_t len, DmaWindow& out) {
-  char link[64] = {};
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  const ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
-  if (n <= 0 || std::strncmp(link, "/memfd:", 7) != 0)
-    return std::string("the DMA arena descriptor is not a memfd (it is ") + (n > 0 ? link : "unknown") + ")";
+  const std::string what = fd_target(fd);
+  if (what.rfind("/memfd:", 0) != 0) return "the DMA arena descriptor is not a memfd (it is " + what + ")";
   struct stat st {};
   if (len == 0 || len % kPage || hva % kPage) return "the DMA arena's address or length is not page-aligned";
   if (fstat(fd, &st) != 0 || uint64_t(st.st_size) < len)
@@ -116,6 +122,13 @@ std::string map_client_arena(int fd, pid_t pid, uint64_t hva, uint64_t len, DmaW
   }
   out = DmaWindow{local, hva, len};
   return "";
+}
+
+std::string fd_target(int fd) {
+  char link[128] = {};
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = readlink(path.c_str(), link, sizeof link - 1);
+  return n > 0 ? std::string(link, size_t(n)) : "unknown";
 }
 
 void unmap_client_arena(DmaWindow& w) {

@@ -23,6 +23,14 @@
 
 namespace hcasim::fabric {
 
+/**
+ * @brief HCASIM_DMA_ARENA as set in the environment: "1" or unset shares the arena, "0" does not
+ * (the device reaches everything by address, for measuring what sharing saves). Returns "" and
+ * sets @p on, or a message naming the variable and its values. The CLI checks it before
+ * anything runs; the client library reads it the same way.
+ */
+std::string dma_arena_setting(bool& on);
+
 /** @brief Client side: a memfd-backed pool of zeroed pages, shared with the device. */
 class DmaArena {
  public:
@@ -71,6 +79,9 @@ struct DmaWindow {
  * Does not take over @p fd (the caller closes it).
  */
 std::string map_client_arena(int fd, pid_t pid, uint64_t hva, uint64_t len, DmaWindow& out);
+/** @brief What descriptor @p fd is, as /proc/self/fd names it ("anon_inode:[eventfd]",
+ * "/memfd:NAME (deleted)", "pipe:[N]"), or "unknown". */
+std::string fd_target(int fd);
 /** @brief Undo map_client_arena. */
 void unmap_client_arena(DmaWindow& w);
 

@@ -13,13 +13,8 @@
 set -eu
 prog=$1; parent=$2
 command -v tshark >/dev/null 2>&1 || { echo "cm_wire_test: tshark not installed"; exit 77; }
-mkdir -p "$parent"
-dir=$(mktemp -d "$parent/run.XXXXXX")
-finish() {
-  s=$?
-  if [ $s -eq 0 ]; then rm -rf "$dir"; else echo "cm_wire_test: this run's files are in $dir" >&2; fi
-}
-trap finish EXIT
+. "$(dirname "$0")/run-dir.sh"
+run_dir cm_wire_test "$parent"
 pcap=$dir/cm.pcap trace=$dir/cm.trace
 HCASIM_CLOCK=lockstep HCASIM_PCAP=$pcap HCASIM_TRACE=$trace "$prog" --gtest_filter='IbCm.ReqRep*' >"$dir/out" 2>&1 ||
   { cat "$dir/out"; echo "cm_wire_test: the test program failed" >&2; exit 1; }

@@ -13,13 +13,8 @@ case "$at" in *:*) proto=ipv6 ;; *) proto=ip ;; esac  # every frame, CM and data
 here=$(cd "$(dirname "$0")" && pwd)
 command -v tshark >/dev/null 2>&1 || { echo "rping_pcap_test: tshark not installed"; exit 77; }
 command -v rping >/dev/null 2>&1 || { echo "rping_pcap_test: rping not installed"; exit 77; }
-mkdir -p "$parent"
-dir=$(mktemp -d "$parent/run.XXXXXX")
-finish() {
-  s=$?
-  if [ $s -eq 0 ]; then rm -rf "$dir"; else echo "rping_pcap_test: this run's files are in $dir" >&2; fi
-}
-trap finish EXIT
+. "$here/run-dir.sh"
+run_dir rping_pcap_test "$parent"
 pcap=$dir/rping.pcap
 "$here/cm-pair" "$hcasim" "$shim" --pcap "$pcap" -- rping -s -a "$at" -V -C 20 \
   ::: rping -c -a "$at" -V -C 20 >"$dir/out" 2>&1 ||
