@@ -285,7 +285,7 @@ int FabricClient::conn() {
   }
   if (tc.fd >= 0 && tc.pid == pid_) return tc.fd;
   const int fd = connect_socket(path_);
-  AttachMsg m{host_, token_};
+  AttachMsg m{host_, token_, int32_t(gettid())};
   StatusReply r{EIO};
   MsgHeader h{};
   if (fd < 0 || !send_msg(fd, MsgType::Attach, &m, sizeof m) || recv_msg(fd, h, &r, sizeof r) <= 0 ||

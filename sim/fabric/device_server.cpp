@@ -21,6 +21,7 @@
 
 #include "dma_arena.h"
 #include "engine.h"
+#include "thread_watch.h"
 
 namespace hcasim::fabric {
 
@@ -29,6 +30,8 @@ volatile sig_atomic_t g_signal = 0;
 void on_signal(int s) { g_signal = s; }
 /// A waiter is never held longer than this for another connection to go quiet.
 constexpr uint64_t kMaxHoldNs = 10'000'000;
+/// How often a quiet but runnable thread is looked at again (thread_watch.h).
+constexpr uint64_t kHeldRecheckNs = 50'000;
 /// A wait that sees nothing keeps running quantum after quantum for up to this much wall time
 /// before the program gets control back (to check its own deadlines): a round trip per
 /// 100 us quantum would make a retry timeout of 0.5 s simulated cost thousands of them.
@@ -58,7 +61,11 @@ struct DeviceServer::Conn {
   uint64_t wait_start_ps = 0, wait_visible = 0, wait_since_ns = 0;
   uint64_t wait_wall_ns = 0;  ///< when the WAIT arrived (realtime)
   uint64_t last_msg_ns = 0;
-  pid_t pid = 0;          ///< the peer process (SO_PEERCRED), for the log
+  pid_t pid = 0;       ///< the peer process (SO_PEERCRED), for the log
+  ThreadWatch thread;  ///< the program thread it serves (ATTACH's tid), when /proc shows it
+  uint64_t held_msg_ns = 0, held_cpu_ns = 0;    ///< its CPU time when first found quiet but runnable
+  uint64_t look_msg_ns = 0, look_again_ns = 0;  ///< the last verdict on its thread, and until when it holds
+  bool look_quiet = false;
   std::string failed;     ///< why it is to be disconnected (a reply could not be sent)
   bool orphaned = false;  ///< its host is gone (life line closed): closed without a word
 };
@@ -476,8 +483,11 @@ bool DeviceServer::on_attach(Conn& c, const Msg& m) {
     r.status = EPERM;
   else
     c.host = am.host;
+  if (r.status == 0 && !watch_thread(c, am.tid)) r.status = ESRCH;
   reply(c, MsgType::Attach, &r, sizeof r);
-  if (r.status != 0) return bad(c, "ATTACH to host " + std::to_string(am.host) + " without its token");
+  if (r.status == EPERM) return bad(c, "ATTACH to host " + std::to_string(am.host) + " without its token");
+  if (r.status != 0)
+    return bad(c, "ATTACH for thread " + std::to_string(am.tid) + ", which is not a thread of the process");
   auto& e = sim::Engine::instance();
   if (++attached_ == 2 && e.clock_requested() == sim::ClockMode::Auto)
     e.go_realtime("a second program thread or process uses the fabric");
@@ -671,6 +681,54 @@ int64_t DeviceServer::realtime_progress() {
   return int64_t(next_ns);
 }
 
+bool DeviceServer::watch_thread(Conn& c, int32_t tid) {
+  if (tid <= 0) return true;  // not given: quiet by wall time alone
+  bool foreign = false;
+  const std::string why = c.thread.open(c.pid, pid_t(tid), foreign);
+  if (why.empty() || foreign) return why.empty();
+  if (!said_no_watch_) {
+    said_no_watch_ = true;
+    std::fprintf(stderr,
+                 "hcasim-device: cannot watch program threads (%s): lockstep quiet periods go by wall time\n",
+                 why.c_str());
+  }
+  return true;
+}
+
+namespace {
+/** @brief Whether a client has sent on @p fd more than the device has read yet. */
+bool has_unread(int fd) {
+  int n = 0;
+  return ioctl(fd, SIOCINQ, &n) == 0 && n > 0;
+}
+}  // namespace
+
+uint64_t DeviceServer::held_until(Conn& c, uint64_t now, uint64_t quiet) {
+  if (now - c.last_msg_ns < quiet) return c.last_msg_ns + quiet;
+  if (!c.thread.watching()) return 0;
+  // The /proc reads cost system calls: a verdict stands for one recheck period.
+  if (c.look_msg_ns == c.last_msg_ns && now < c.look_again_ns) return c.look_quiet ? 0 : c.look_again_ns;
+  c.look_msg_ns = c.last_msg_ns;
+  c.look_again_ns = now + std::min<uint64_t>(quiet, kHeldRecheckNs);
+  c.look_quiet = thread_quiet(c, quiet);
+  return c.look_quiet ? 0 : c.look_again_ns;
+}
+
+bool DeviceServer::thread_quiet(Conn& c, uint64_t quiet) {
+  const auto s = c.thread.sample();
+  if (!s) return true;  // the thread has ended
+  // Asleep, but perhaps for the answer to a message still queued here: read it first.
+  if (!s->runnable) return !has_unread(c.fd);
+  if (c.held_msg_ns != c.last_msg_ns) {
+    c.held_msg_ns = c.last_msg_ns;
+    c.held_cpu_ns = s->cpu_ns;
+    return false;
+  }
+  // Runnable: about to post, or waiting for a CPU the host gave to someone else, unless it has
+  // run that long on a CPU without a word (computing).
+  return s->cpu_ns - c.held_cpu_ns >= quiet;
+}
+
 int64_t DeviceServer::progress() {
   auto& e = sim::Engine::instance();
   if (e.realtime()) return realtime_progress();
@@ -683,14 +741,15 @@ int64_t DeviceServer::progress() {
     if (c->waiting) {
       any_wait = true;
       oldest = std::min(oldest, c->wait_since_ns);
-    } else if (now - c->last_msg_ns < quiet) {
-      busy_until = std::max(busy_until, c->last_msg_ns + quiet);
+    } else if (const uint64_t until = held_until(*c, now, quiet)) {
+      busy_until = std::max(busy_until, until);
     }
   }
   const bool pending = e.pending();
   if (any_wait) {
     const bool forced = now - oldest >= kMaxHoldNs;
     if (busy_until && !forced) return int64_t(std::min(busy_until, oldest + kMaxHoldNs) - now);
+    if (busy_until) ++forced_moves_;
     if (!pending) {
       for (auto& c : conns_)
         if (c->waiting) reply_wait(*c, false);
@@ -718,8 +777,13 @@ int64_t DeviceServer::progress() {
 }
 
 std::string DeviceServer::dma_stats_text() {
-  std::string s = "fabric DMA (accesses to client memory):\n";
-  char line[160];
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "lockstep: %" PRIu64
+                " time(s) a wait moved time on past a program thread not yet quiet (held %" PRIu64 " ms)\n",
+                forced_moves_, kMaxHoldNs / 1'000'000);
+  std::string s = sim::Engine::instance().realtime() ? "" : line;
+  s += "fabric DMA (accesses to client memory):\n";
   for (size_t i = 0; i < slots_.size(); ++i) {
     const RemoteMemory& m = slots_[i]->mem;
     if (!m.shared && !m.vm_calls) continue;

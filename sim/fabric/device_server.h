@@ -14,9 +14,11 @@
  * when at least one connection waits and every other one is waiting too or has been quiet
  * (no message) for `quiet_us` of wall time (so a host about to ring a doorbell gets it
  * stamped before time moves on), or, with no waiter, after everyone has been quiet that long
- * (programs sleeping in poll(2) on a channel fd). A wait returns once its host saw something
- * (a DMA write into its memory, an interrupt), after one wait quantum of simulated time, or
- * at once when nothing is pending anywhere. That is the lockstep clock (clock.h).
+ * (programs sleeping in poll(2) on a channel fd). A quiet thread the kernel shows ready to run
+ * is not quiet until it has also used `quiet_us` of CPU time (computing): one the host's
+ * scheduler has not run is about to post, not waiting (thread_watch.h). A wait returns once its host saw
+ * something (a DMA write into its memory, an interrupt), after one wait quantum of simulated time, or at once
+ * when nothing is pending anywhere. That is the lockstep clock (clock.h).
  *
  * In the realtime clock the device runs on the wall clock instead: this server's loop delivers
  * what is due (Engine::run_due), doorbells and commands land at the wall-clock instant, and a
@@ -75,6 +77,18 @@ class DeviceServer {
   bool dispatch(Conn& c, const Msg& m);
   bool on_hello(Conn& c, const Msg& m);
   bool on_attach(Conn& c, const Msg& m);
+  /**
+   * @brief Watch the program thread @p tid that @p c serves (thread_watch.h); false if it is not
+   * a thread of @p c's process. Where /proc cannot show it, says so once and watches nothing.
+   */
+  bool watch_thread(Conn& c, int32_t tid);
+  /**
+   * @brief Lockstep: 0 if @p c counts as quiet (no message for @p quiet ns of wall time and its
+   * thread asleep or computing: @p quiet ns of CPU time since), else when to look again.
+   */
+  uint64_t held_until(Conn& c, uint64_t now, uint64_t quiet);
+  /** @brief Whether @p c's thread, silent for the quiet period, is asleep or computing (/proc). */
+  static bool thread_quiet(Conn& c, uint64_t quiet);
   bool on_status(Conn& c);
   bool on_stop(Conn& c);
   /** @brief LEAVING: the host's process is ending; report what it leaves while its memory is there. */
@@ -131,7 +145,9 @@ class DeviceServer {
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<uint8_t> buf_;
   uint64_t next_token_;
-  uint32_t attached_ = 0;  ///< connections ever attached (auto clock: the second goes realtime)
+  uint32_t attached_ = 0;       ///< connections ever attached (auto clock: the second goes realtime)
+  bool said_no_watch_ = false;  ///< the device said once that it cannot watch program threads
+  uint64_t forced_moves_ = 0;   ///< lockstep: waits that moved time on past a held thread (kMaxHoldNs)
 };
 
 }  // namespace hcasim::fabric

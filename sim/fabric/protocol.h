@@ -35,9 +35,9 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 6;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
+constexpr uint32_t kProtocolVersion = 7;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
                                           // 4: HelloReply::driver_trace bits; 5: CommandReply;
-                                          // 6: HelloMsg's DMA arena
+                                          // 6: HelloMsg's DMA arena; 7: AttachMsg's thread
 /** @brief HelloReply::driver_trace: the device wants the driver's error events / all its others. */
 constexpr uint8_t kDriverTraceErrors = 1, kDriverTraceOthers = 2;
 /** @brief Most HCAs one host may own. */
@@ -92,6 +92,7 @@ struct HelloReply {
 struct AttachMsg {
   int32_t host;
   uint64_t token;
+  int32_t tid;  ///< the thread this connection serves (gettid), or 0: the lockstep clock watches it
 };
 struct StatusReply {
   int32_t status;  ///< 0 or an errno

@@ -9,7 +9,8 @@
 //
 // Cases: garbage, bad-type, bad-length, header-mismatch, truncated, oversize, doorbell-first,
 // second-hello, stop-from-host, foreign-hca, foreign-qpn QPN, foreign-uar, map-wrap,
-// map-unmapped, spoof-pid PID, bad-irq-fd, bad-arena, attach-bad-token, orphan, driver-trace, no-read.
+// map-unmapped, spoof-pid PID, bad-irq-fd, bad-arena, attach-bad-token,
+// attach-foreign-thread, orphan, driver-trace, no-read.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -287,7 +288,7 @@ int case_attach_bad_token() {
   HelloReply r{};
   as_host(&r);
   const int fd = connect_or_die();
-  AttachMsg a{r.host, r.token ^ 1};
+  AttachMsg a{r.host, r.token ^ 1, 0};
   StatusReply st{};
   MsgHeader h{};
   if (!send_msg(fd, MsgType::Attach, &a, sizeof a) || recv_msg(fd, h, &st, sizeof st) <= 0)
@@ -296,13 +297,36 @@ int case_attach_bad_token() {
   return closed_by_device(fd) ? 0 : (fail("kept a connection with a wrong token"), 1);
 }
 
+/** The process at the other end of @p fd (the device). */
+pid_t device_pid(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) fail("SO_PEERCRED");
+  return cred.pid;
+}
+
+int case_attach_foreign_thread() {
+  // The lockstep clock watches the thread a connection serves: one of another process (here
+  // the device's own main thread, its pid) is refused.
+  HelloReply r{};
+  as_host(&r);
+  const int fd = connect_or_die();
+  AttachMsg a{r.host, r.token, int32_t(device_pid(fd))};
+  StatusReply st{};
+  MsgHeader h{};
+  if (!send_msg(fd, MsgType::Attach, &a, sizeof a) || recv_msg(fd, h, &st, sizeof st) <= 0)
+    fail("no ATTACH answer");
+  if (st.status != ESRCH) fail("ATTACH for another process's thread accepted");
+  return closed_by_device(fd) ? 0 : (fail("kept a connection for another process's thread"), 1);
+}
+
 int case_orphan() {
   // A thread's connection outliving its process's HELLO connection must end with it: the
   // next process to take the host slot must not be reachable through it.
   HelloReply r{};
   const int life = as_host(&r);
   const int fd = connect_or_die();
-  AttachMsg a{r.host, r.token};
+  AttachMsg a{r.host, r.token, int32_t(gettid())};
   StatusReply st{};
   MsgHeader h{};
   if (!send_msg(fd, MsgType::Attach, &a, sizeof a) || recv_msg(fd, h, &st, sizeof st) <= 0 || st.status != 0)
@@ -381,6 +405,7 @@ int main(int argc, char** argv) {
       {"bad-irq-fd", case_bad_irq_fd},
       {"bad-arena", case_bad_arena},
       {"attach-bad-token", case_attach_bad_token},
+      {"attach-foreign-thread", case_attach_foreign_thread},
       {"orphan", case_orphan},
       {"driver-trace", case_driver_trace},
       {"no-read", case_no_read},

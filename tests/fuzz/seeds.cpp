@@ -216,7 +216,7 @@ void fabric_protocol(const fs::path& dir) {
             .msg(MsgType::Unmap, &map)
             .empty(MsgType::Leaving)
             .bytes());
-  const fabric::AttachMsg attach{2, 0x1234};
+  const fabric::AttachMsg attach{2, 0x1234, 0};
   const fabric::DoorbellMsg sq2{1, hw::kUarSqDoorbell, uint64_t(0x050011) << 32};  // host 2, HCA 1 of 2
   write(dir, "attach_thread",
         Stream(2).msg(MsgType::Attach, &attach).msg(MsgType::Doorbell, &sq2).empty(MsgType::Wait).bytes());
