@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -24,6 +25,19 @@ constexpr uint64_t kValueMask = (uint64_t(1) << 56) - 1;
 uint64_t wrId(Kind k, uint64_t v) { return (uint64_t(k) << 56) | (v & kValueMask); }
 Kind kindOf(uint64_t id) { return Kind(id >> 56); }
 uint64_t valueOf(uint64_t id) { return id & kValueMask; }
+/** CPU time the calling thread has used, in ns. */
+uint64_t threadCpuNs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return uint64_t(t.tv_sec) * 1'000'000'000u + uint64_t(t.tv_nsec);
+}
+/** Whether a busy-poll round that began at @p wall0, with the thread's CPU time at @p cpu0, ran
+ *  on the CPU for at least half of it (it spun, rather than blocked or waited for a core). */
+bool spunOnCpu(uint64_t cpu0, std::chrono::steady_clock::time_point wall0) {
+  const uint64_t wall = uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - wall0).count());
+  return 2 * (threadCpuNs() - cpu0) >= wall;
+}
 const char* kindName(uint64_t id) {
   switch (kindOf(id)) {
     case kRecv: return "receive";
@@ -710,12 +724,16 @@ void Pair::waitFor(std::unique_lock<std::mutex>& lk, Pred pred, Clock::time_poin
       // found nothing yields the CPU (it returns at once on a dedicated core); after
       // busyPollSpins such rounds the wait naps, growing from 20 to 200 us, so more threads
       // than cores (ranks as threads, a loaded machine) still leave the CPU to whoever has
-      // work. Anything found resets it.
+      // work. Anything found resets it. A round spent mostly off the CPU (a provider whose
+      // poll blocks until the device has progressed, as a simulator's does) was no spin and
+      // does not count: napping then only delays the thread's answer.
       const bool sweep = now - swept >= std::chrono::milliseconds(10);
       if (sweep) swept = now;
+      const uint64_t cpu0 = threadCpuNs();
       if (dev_->progressFor(this, sweep) > 0) {
         idle = 0;
-      } else if (const int spins = dev_->busyPollSpins(); spins < 0 || ++idle <= spins) {
+      } else if (const int spins = dev_->busyPollSpins();
+                 spins < 0 || !spunOnCpu(cpu0, now) || ++idle <= spins) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(20 * std::min(idle - spins, 10)));
