@@ -53,7 +53,7 @@ run() {  # run N ARGS...
         cmd+=("$build/bin/coll-bench" --rank $r --size "$n" --store "file:$store" "$@")
       done
       "$build/bin/hcasim" run --hosts "$n" --clock "$clock" --stats="$store.stats" -- "${cmd[@]}"
-      grep '^clock:' "$store.stats" || true
+      grep -E '^(clock|lockstep):' "$store.stats" || true
       rm -rf "$store" "$store.stats"
       ;;
     rxe)

@@ -466,6 +466,7 @@ void dispatch(DataType t, F&& f) {
 struct GlooRun {
   std::string name;
   std::vector<double> us;  // per iteration, max over ranks
+  double meanUs = 0;       // the slowest rank's mean (the time column)
   bool checked = false, ok = true;
   std::string error;
 };
@@ -474,6 +475,7 @@ struct Row {
   size_t bytes = 0, count = 0;
   std::string algo;        // what ran (Auto resolved)
   std::vector<double> us;  // per iteration, max over ranks
+  double meanUs = 0;       // the slowest rank's mean (the time column)
   bool checked = false, ok = true;
   std::string error;
   // --compare-gloo: every Gloo algorithm that ran at this size (none: e.g. count 0)
@@ -500,6 +502,34 @@ double mean(const std::vector<double>& v) {
   double avg = 0;
   for (double x : v) avg += x;
   return v.empty() ? 0 : avg / double(v.size());
+}
+
+/**
+ * Timed runs of one algorithm, on every rank at once. The time column is the slowest rank's
+ * mean over the iterations, as nccl-tests reports it: where a run may start before the last
+ * one has reached every rank (a broadcast root runs ahead), one rank's iteration i and
+ * another's are not the same moment, and the mean of per-iteration maxima would count each
+ * rank's slow iterations and none of its fast ones. The percentiles are per iteration, over
+ * the slowest rank.
+ */
+struct Timing {
+  std::vector<double> us;
+  double meanUs = 0;
+};
+Timing timeRuns(Context& ctx, int iters, bool sim, const std::function<void()>& run) {
+  std::vector<double> us(size_t(iters), 0);
+  for (int i = 0; i < iters; ++i) {
+    const double t0 = nowUs(sim);
+    run();
+    us[size_t(i)] = nowUs(sim) - t0;
+  }
+  us.push_back(mean(us));  // reduced with the rest: one collective
+  Allreduce(ctx, us.data(), us.size(), DataType::Double, ReduceOp::Max).run();
+  Timing t;
+  t.meanUs = us.back();
+  us.pop_back();
+  t.us = std::move(us);
+  return t;
 }
 
 // The Gloo algorithms compared with at each size: --gloo-algo, or every one that applies (Gloo
@@ -719,13 +749,9 @@ GlooRun runGlooAlgo(Context& ctx, GlooRank* g, const Options& o, const std::stri
     Barrier sync(ctx);
     for (int i = 0; i < o.warmup; ++i) alg->run();
     sync.run();
-    run.us.assign(size_t(o.iters), 0);
-    for (int i = 0; i < o.iters; ++i) {
-      const double t0 = nowUs(sim);
-      alg->run();
-      run.us[size_t(i)] = nowUs(sim) - t0;
-    }
-    Allreduce(ctx, run.us.data(), run.us.size(), DataType::Double, ReduceOp::Max).run();
+    Timing t = timeRuns(ctx, o.iters, sim, [&] { alg->run(); });
+    run.us = std::move(t.us);
+    run.meanUs = t.meanUs;
     if (o.check && o.op != Op::Barrier) {
       init(a, b);
       // Gloo's algorithms make a run's first write without the receiver's leave (the last
@@ -816,15 +842,9 @@ Row runSize(Context& ctx, const Options& o, size_t bytes, bool sim, GlooRank* gl
   Barrier sync(ctx);
   for (int i = 0; i < o.warmup; ++i) coll->run();
   sync.run();
-  std::vector<double> us(size_t(o.iters));
-  for (int i = 0; i < o.iters; ++i) {
-    const double t0 = nowUs(sim);
-    coll->run();
-    us[size_t(i)] = nowUs(sim) - t0;
-  }
-  // Per iteration, the slowest rank's time.
-  Allreduce(ctx, us.data(), us.size(), DataType::Double, ReduceOp::Max).run();
-  row.us = us;
+  Timing t = timeRuns(ctx, o.iters, sim, [&] { coll->run(); });
+  row.us = std::move(t.us);
+  row.meanUs = t.meanUs;
 
   if (o.check && o.op != Op::Barrier) {
     init(a, b);
@@ -866,7 +886,8 @@ void printHeader(const Options& o, const Context& ctx, bool sim, const std::stri
               o.algo == "auto" ? " (per size: column algo)" : "", o.coll.segmentBytes);
   const std::string model = sim ? simClock() : "";
   std::printf(
-      "# clock: %s%s%s; %d warm-up + %d timed iterations per size; time = slowest rank per iteration\n",
+      "# clock: %s%s%s; %d warm-up + %d timed iterations per size; time = the slowest rank's mean, pNN = per "
+      "iteration the slowest rank\n",
       sim ? "simulated time (hcasim_sim_now_ns, hcasim clock " : "wall clock", model.c_str(), sim ? ")" : "",
       o.warmup, o.iters);
   if (sim && model != "lockstep" && ctx.size() > 1)
@@ -896,7 +917,7 @@ void printHeader(const Options& o, const Context& ctx, bool sim, const std::stri
 }
 
 void printRow(const Options& o, int p, const Row& row) {
-  const double avg = mean(row.us);
+  const double avg = row.meanUs;
   const double algbw = avg > 0 ? double(row.bytes) / (avg * 1e3) : 0;  // bytes/us/1e3 = GB/s
   const double busbw = algbw * busFactor(o.op, p);
   std::printf(" %12zu %12zu %7s %6s %11.2f %11.3f %11.3f %10.2f %10.2f %10.2f %10.2f %18s %6s", row.bytes,
@@ -910,9 +931,9 @@ void printRow(const Options& o, int p, const Row& row) {
   if (o.compareGloo) {
     const GlooRun* best = nullptr;
     for (const auto& g : row.gloo)
-      if (!best || mean(g.us) < mean(best->us)) best = &g;
+      if (!best || g.meanUs < best->meanUs) best = &g;
     if (best) {
-      const double g = mean(best->us);
+      const double g = best->meanUs;
       const double gbus = g > 0 ? double(row.bytes) / (g * 1e3) * busFactor(o.op, p) : 0;
       char speedup[16] = "-";
       if (g > 0 && avg > 0) std::snprintf(speedup, sizeof speedup, "%.3f", g / avg);
@@ -930,7 +951,7 @@ void printRow(const Options& o, int p, const Row& row) {
   std::printf("\n");
   if (row.gloo.size() > 1) {  // every candidate, for the record
     std::printf("#   gloo mean(us):");
-    for (const auto& g : row.gloo) std::printf(" %s %.2f", g.name.c_str(), mean(g.us));
+    for (const auto& g : row.gloo) std::printf(" %s %.2f", g.name.c_str(), g.meanUs);
     std::printf("\n");
   }
   if (!row.ok) std::printf("#   check failed: %s\n", row.error.c_str());
