@@ -63,9 +63,14 @@ struct DeviceServer::Conn {
   uint64_t last_msg_ns = 0;
   pid_t pid = 0;       ///< the peer process (SO_PEERCRED), for the log
   ThreadWatch thread;  ///< the program thread it serves (ATTACH's tid), when /proc shows it
-  uint64_t held_msg_ns = 0, held_cpu_ns = 0;    ///< its CPU time when first found quiet but runnable
-  uint64_t look_msg_ns = 0, look_again_ns = 0;  ///< the last verdict on its thread, and until when it holds
-  bool look_quiet = false;
+  /// Lockstep: what the device found about its thread since its last message (held_until).
+  struct Silence {
+    uint64_t msg_ns = 0;         ///< the last_msg_ns this silence follows
+    bool have_cpu = false;       ///< cpu_ns is set: the thread was first found runnable
+    uint64_t cpu_ns = 0;         ///< its CPU time then
+    uint64_t look_again_ns = 0;  ///< the verdict below stands until then (the /proc reads cost system calls)
+    bool quiet = false;
+  } silence;
   std::string failed;     ///< why it is to be disconnected (a reply could not be sent)
   bool orphaned = false;  ///< its host is gone (life line closed): closed without a word
 };
@@ -144,7 +149,7 @@ DeviceServer::DeviceServer(sim::World& world, const DeviceOptions& opt)
     hosts_.push_back(std::make_unique<Host>());
     hosts_.back()->index = int(i);
   }
-  world_.set_stats_tail([this] { return dma_stats_text(); });
+  world_.set_stats_tail([this] { return stats_tail_text(); });
 }
 
 DeviceServer::~DeviceServer() {
@@ -706,12 +711,14 @@ bool has_unread(int fd) {
 uint64_t DeviceServer::held_until(Conn& c, uint64_t now, uint64_t quiet) {
   if (now - c.last_msg_ns < quiet) return c.last_msg_ns + quiet;
   if (!c.thread.watching()) return 0;
-  // The /proc reads cost system calls: a verdict stands for one recheck period.
-  if (c.look_msg_ns == c.last_msg_ns && now < c.look_again_ns) return c.look_quiet ? 0 : c.look_again_ns;
-  c.look_msg_ns = c.last_msg_ns;
-  c.look_again_ns = now + std::min<uint64_t>(quiet, kHeldRecheckNs);
-  c.look_quiet = thread_quiet(c, quiet);
-  return c.look_quiet ? 0 : c.look_again_ns;
+  Conn::Silence& si = c.silence;
+  if (si.msg_ns != c.last_msg_ns)
+    si = Conn::Silence{c.last_msg_ns};
+  else if (now < si.look_again_ns)
+    return si.quiet ? 0 : si.look_again_ns;
+  si.look_again_ns = now + std::min<uint64_t>(quiet, kHeldRecheckNs);
+  si.quiet = thread_quiet(c, quiet);
+  return si.quiet ? 0 : si.look_again_ns;
 }
 
 bool DeviceServer::thread_quiet(Conn& c, uint64_t quiet) {
@@ -719,14 +726,15 @@ bool DeviceServer::thread_quiet(Conn& c, uint64_t quiet) {
   if (!s) return true;  // the thread has ended
   // Asleep, but perhaps for the answer to a message still queued here: read it first.
   if (!s->runnable) return !has_unread(c.fd);
-  if (c.held_msg_ns != c.last_msg_ns) {
-    c.held_msg_ns = c.last_msg_ns;
-    c.held_cpu_ns = s->cpu_ns;
+  Conn::Silence& si = c.silence;
+  if (!si.have_cpu) {
+    si.have_cpu = true;
+    si.cpu_ns = s->cpu_ns;
     return false;
   }
   // Runnable: about to post, or waiting for a CPU the host gave to someone else, unless it has
   // run that long on a CPU without a word (computing).
-  return s->cpu_ns - c.held_cpu_ns >= quiet;
+  return s->cpu_ns - si.cpu_ns >= quiet;
 }
 
 int64_t DeviceServer::progress() {
@@ -776,13 +784,13 @@ int64_t DeviceServer::progress() {
   return int64_t(std::min<uint64_t>(pace, 1'000'000));
 }
 
-std::string DeviceServer::dma_stats_text() {
+std::string DeviceServer::stats_tail_text() {
   char line[200];
   std::snprintf(line, sizeof line,
                 "lockstep: %" PRIu64
                 " time(s) a wait moved time on past a program thread not yet quiet (held %" PRIu64 " ms)\n",
                 forced_moves_, kMaxHoldNs / 1'000'000);
-  std::string s = sim::Engine::instance().realtime() ? "" : line;
+  std::string s = sim::Engine::instance().realtime() && !forced_moves_ ? "" : line;
   s += "fabric DMA (accesses to client memory):\n";
   for (size_t i = 0; i < slots_.size(); ++i) {
     const RemoteMemory& m = slots_[i]->mem;

@@ -125,8 +125,9 @@ class DeviceServer {
   void for_each_hca(const Host& h, F&& f);
   void close_conn(size_t i);
   void host_gone(Host& h);
-  /** @brief --stats lines: each HCA's DMA to client memory, shared (arena) against by address. */
-  std::string dma_stats_text();
+  /** @brief --stats lines: in lockstep, the waits the 10 ms hold cap released; each HCA's DMA to client
+   * memory. */
+  std::string stats_tail_text();
   /** @brief Advance time if the rules allow; returns the poll timeout in ns (-1: none). */
   int64_t progress();
   /** @brief progress() in the realtime clock: deliver what is due, answer waits. */
