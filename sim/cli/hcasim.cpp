@@ -76,7 +76,8 @@ void usage(FILE* f) {
       "                       simulation options then belong to `hcasim fabric start`\n"
       "  --hcas-per-host K    HCAs each host owns (default 1)\n"
       "  --quiet-us N         time moves on once waiting programs' peers have been quiet this\n"
-      "                       long (wall time; default 200)\n"
+      "                       long (wall time; a thread ready to run also this much CPU time;\n"
+      "                       default 200)\n"
       "  --grace S            seconds the other commands get after one fails (default 10)\n"
       "  --aslr               keep address-space randomisation (by default it is off, so\n"
       "                       buffer addresses, and so traces, repeat from run to run)\n");
