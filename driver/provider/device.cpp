@@ -79,7 +79,7 @@ int check_mr_range(const void* addr, size_t length) {
 bool wait_readable(HcaLink& link, int efd) {
   pollfd p{efd, POLLIN, 0};
   if (poll(&p, 1, 0) > 0) return true;
-  if (link.wait_progress()) return true;  // caller re-checks its queue
+  if (wait_device(link)) return true;  // caller re-checks its queue
   if (fcntl(efd, F_GETFL) & O_NONBLOCK) return false;
   pollfd ps[2] = {{efd, POLLIN, 0}, {link.activity_fd(), POLLIN, 0}};
   poll(ps, 2, 50);

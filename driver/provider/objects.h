@@ -112,6 +112,8 @@ struct SimCq {
   std::atomic<int> users{0};
   CqEvents events;
   uint64_t last_cqe_ts_ns = 0;  ///< timestamp of the CQE poll_cq decoded last (under mu), for cq_ex
+  /// device_moves() when poll_cq last found this CQ empty (poll_cq: when an empty poll waits).
+  std::atomic<uint64_t> empty_at_move{~uint64_t(0)};
   std::unique_ptr<CqExState, CqExStateDeleter> ex;  ///< set by create_cq_ex only
 };
 
@@ -272,5 +274,12 @@ void wait_events_acked(HcaLink& link, const char* verb, uint32_t qpn, pthread_mu
                        pthread_cond_t* cond, const uint32_t* taken, const uint32_t* acked,
                        const uint32_t* comp_taken = nullptr, const uint32_t* comp_acked = nullptr);
 bool wait_readable(HcaLink& link, int efd);
+/**
+ * @brief Let the device run until software can see something new (HcaLink::wait_progress), and
+ * count it when it did (device_moves).
+ */
+bool wait_device(HcaLink& link);
+/** @brief How many waits in this process have seen the device do something visible. */
+uint64_t device_moves();
 
 }  // namespace hcasim::drv

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// exit_in_flight: post one signaled 64-byte RDMA WRITE, poll its CQ once (in the lockstep clock
-// the device then runs until the data is at the peer, the ACK still on its way back), then end
-// the process one of three ways:
+// exit_in_flight: post one signaled 64-byte RDMA WRITE, poll its CQ twice (in the lockstep clock
+// the first look at a CQ is free, the second lets the device run until the data is at the peer,
+// the ACK still on its way back), then end the process one of three ways:
 //   wait    poll its completion, free everything, exit 0 (nothing left behind);
 //   exit    exit 0 at once, objects still open and the WRITE unacknowledged;
 //   abort   std::abort() at once (SIGABRT, as Gloo's teardown check ends a process);
@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   bench::post_signaled_write(a, b);
   ibv_wc wc{};
   int n = ibv_poll_cq(a.cq, 1, &wc);
+  if (n == 0) n = ibv_poll_cq(a.cq, 1, &wc);
   std::printf("exit_in_flight: QP 0x%x posted a WRITE from the buffer at 0x%" PRIx64 " (lkey 0x%x)\n",
               a.qp->qp_num, uint64_t(uintptr_t(a.buf.data())), a.mr->lkey);
   std::fflush(stdout);
