@@ -207,8 +207,9 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   const uint64_t m = device_moves();
   if (q->empty_at_move.exchange(m, std::memory_order_relaxed) != m) return 0;
   if (wait_device(*q->ctx->sdev->link)) {
+    const uint64_t seen = device_moves();  // this look follows that move (a later one is not seen yet)
     got = poll_once(q, n, wc);
-    if (got == 0) q->empty_at_move.store(device_moves(), std::memory_order_relaxed);
+    if (got == 0) q->empty_at_move.store(seen, std::memory_order_relaxed);
   }
   return got;
 }
