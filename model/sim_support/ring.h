@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /**
  * @file ring.h
- * @brief A growable FIFO ring for a QP's in-flight messages.
+ * @brief A growable FIFO ring (a QP's in-flight messages, a unit's in-order input).
  *
  * std::deque keeps one element per 512-byte node when elements are large (a decoded WQE is
  * ~450 bytes), so it allocated and freed a node for every message; this ring allocates only
@@ -31,6 +31,12 @@ class Ring {
     buf_[(head_ + n_) & (buf_.size() - 1)] = v;
     ++n_;
   }
+  void push_back(T&& v) {
+    if (n_ == buf_.size()) grow();
+    buf_[(head_ + n_) & (buf_.size() - 1)] = std::move(v);
+    ++n_;
+  }
+  T& back() { return (*this)[n_ - 1]; }
   void pop_front() {
     head_ = (head_ + 1) & (buf_.size() - 1);
     --n_;

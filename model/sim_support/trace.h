@@ -46,6 +46,13 @@ class TraceSink {
    * change once the sink is attached.
    */
   virtual bool wants(TraceUnit, TraceKind) const { return true; }
+  /**
+   * @brief Whether, of the events of this unit and kind it wants, the sink wants those that
+   * are not failures too (kTfError clear). A sink that reports only failures (the error
+   * explainer, always attached) says no, so a successful step of that kind, a CQE say, is not
+   * formatted for it. Must not change once the sink is attached.
+   */
+  virtual bool wants_success(TraceUnit u, TraceKind k) const { return wants(u, k); }
 };
 
 /** @brief Per-HCA emitter: knows the host index and the sink (or none). */
@@ -58,6 +65,10 @@ class Tracer {
   bool on() const { return sink_ != nullptr; }
   /** @brief Some sink wants events of this unit and kind; call only when on(). */
   bool wants(TraceUnit unit, TraceKind kind) const { return sink_->wants(unit, kind); }
+  /** @brief Same, for an event that is a failure (@p error) or not; call only when on(). */
+  bool wants(TraceUnit unit, TraceKind kind, bool error) const {
+    return error ? sink_->wants(unit, kind) : sink_->wants_success(unit, kind);
+  }
   uint32_t host() const { return host_; }
   /** @brief Format the text from @p fmt and record it with @p f; call only when on(). */
   void emit(TraceUnit unit, TraceKind kind, uint32_t qpn, const TraceFields& f, const char* fmt, ...)
@@ -88,4 +99,16 @@ class Tracer {
     if ((tracer).on() && (tracer).wants(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind)) \
       (tracer).emit(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (qpn), (fields),     \
                     __VA_ARGS__);                                                                            \
+  } while (0)
+
+/**
+ * The same for an event that may be a failure or a success (@p error): a sink that wants only
+ * failures of this kind does not get the successes formatted for it.
+ */
+#define HCASIM_TRACE_OUTCOME(tracer, unit, kind, error, qpn, fields, ...)                                \
+  do {                                                                                                 \
+    if ((tracer).on() &&                                                                               \
+        (tracer).wants(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (error)))    \
+      (tracer).emit(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (qpn), (fields), \
+                    __VA_ARGS__);                                                                      \
   } while (0)

@@ -57,6 +57,11 @@ bool ExplainSink::wants(TraceUnit u, TraceKind k) const {
          k == TraceKind::EqeWrite;
 }
 
+bool ExplainSink::wants_success(TraceUnit u, TraceKind k) const {
+  // A successful QP state change is used (a moved QP starts a new flush episode).
+  return wants(u, k) && k != TraceKind::CqeWrite;
+}
+
 void ExplainSink::record(const model::TraceEvent& ev) {
   if (done_) return;
   const std::string line = explain(ev);

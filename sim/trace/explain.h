@@ -24,6 +24,8 @@ class ExplainSink : public model::TraceSink {
   /** @param out where the lines go (stderr) @param host_names the name of each host index */
   ExplainSink(FILE* out, std::vector<std::string> host_names) : out_(out), names_(std::move(host_names)) {}
   bool wants(model::TraceUnit u, model::TraceKind k) const override;
+  /** @brief Of the CQEs, only those with an error status are explained. */
+  bool wants_success(model::TraceUnit u, model::TraceKind k) const override;
   void record(const model::TraceEvent& ev) override;
   void finish() override { done_ = true; }
   /** @brief The line for @p ev ("" when it explains nothing), without the "hcasim: " prefix. */

@@ -56,11 +56,17 @@ class TraceHub : public model::TraceSink {
     sinks_.push_back(s);
     for (unsigned u = 0; u < kUnits; ++u)
       for (unsigned k = 0; k < kKinds; ++k)
-        if (s->wants(model::TraceUnit(u), model::TraceKind(k))) wanted_[u * kKinds + k] = true;
+        if (s->wants(model::TraceUnit(u), model::TraceKind(k))) {
+          wanted_[u * kKinds + k] = true;
+          if (s->wants_success(model::TraceUnit(u), model::TraceKind(k))) wanted_success_[u * kKinds + k] = true;
+        }
   }
   bool empty() const { return sinks_.empty(); }
   bool wants(model::TraceUnit u, model::TraceKind k) const override {
     return wanted_[unsigned(u) * kKinds + unsigned(k)];
+  }
+  bool wants_success(model::TraceUnit u, model::TraceKind k) const override {
+    return wanted_success_[unsigned(u) * kKinds + unsigned(k)];
   }
   void record(const model::TraceEvent& ev) override {
     if (done_) return;
@@ -78,6 +84,7 @@ class TraceHub : public model::TraceSink {
   static constexpr unsigned kKinds = unsigned(model::TraceKind::Count);
   std::vector<model::TraceSink*> sinks_;
   bool wanted_[kUnits * kKinds] = {};
+  bool wanted_success_[kUnits * kKinds] = {};  ///< wanted_, and some sink wants the successes too
   bool done_ = false;
 };
 

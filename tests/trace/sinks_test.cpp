@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "explain.h"
 #include "mini_json.h"
 #include "roce_packet.h"
 #include "step_mode.h"
@@ -431,6 +432,22 @@ TEST(TraceHub, FansOutAndFinishesOnce) {
   EXPECT_EQ(a.events, 1);
   EXPECT_EQ(b.events, 1);
   EXPECT_EQ(a.finishes, 1);
+}
+
+TEST(TraceHub, SuccessesAreWantedOnlyIfASinkWantsThem) {
+  // The explainer reports failed CQEs only; a full trace wants every CQE.
+  ExplainSink explain(stderr, {"hcasim0"});
+  TraceHub only_explain;
+  only_explain.add(&explain);
+  EXPECT_TRUE(only_explain.wants(TraceUnit::Cq, TraceKind::CqeWrite));
+  EXPECT_FALSE(only_explain.wants_success(TraceUnit::Cq, TraceKind::CqeWrite));
+  EXPECT_TRUE(only_explain.wants_success(TraceUnit::Command, TraceKind::QpState));  // starts a flush episode
+  EXPECT_FALSE(only_explain.wants_success(TraceUnit::Doorbell, TraceKind::Doorbell));
+  TraceHub both;
+  CountingSink all;
+  both.add(&explain);
+  both.add(&all);
+  EXPECT_TRUE(both.wants_success(TraceUnit::Cq, TraceKind::CqeWrite));
 }
 
 TEST(TraceText, LineFormatMatchesTheSink) {

@@ -165,6 +165,29 @@ TEST_F(CqEqTest, ErrorCqeCarriesSyndrome) {
   EXPECT_EQ(wqe_in(0), 5);
 }
 
+/** Wants only failed CQEs, as the error explainer always attached to a run does. */
+class FailuresOnlySink : public TraceSink {
+ public:
+  void record(const TraceEvent& ev) override { statuses.push_back(ev.f.status); }
+  bool wants(TraceUnit, TraceKind k) const override { return k == TraceKind::CqeWrite; }
+  bool wants_success(TraceUnit, TraceKind) const override { return false; }
+  std::vector<uint16_t> statuses;
+};
+
+TEST_F(CqEqTest, ASinkForFailuresGetsNoSuccessfulCqe) {
+  // Tracing "off" still has the explainer attached: a successful CQE must not be formatted
+  // for it (once per CQE of every run), a failed one must still reach it.
+  FailuresOnlySink sink;
+  rig.tracer.attach(&sink, 0);
+  post_and_land(send_cqe(1));
+  CqeInfo bad = send_cqe(2);
+  bad.opcode = hw::CqeOpcode::ReqErr;
+  bad.syndrome = hw::CqeSyndrome::RemoteAccessErr;
+  post_and_land(bad);
+  rig.tracer.attach(nullptr, 0);
+  EXPECT_EQ(sink.statuses, std::vector<uint16_t>{uint16_t(hw::CqeSyndrome::RemoteAccessErr)});
+}
+
 TEST_F(CqEqTest, OwnerBitFlipsOnEachWrap) {
   // Ring of 4, 9 CQEs, the consumer keeping up through the doorbell record.
   for (uint32_t i = 0; i < 9; ++i) {
