@@ -84,6 +84,9 @@ void EthPort::transmit(PacketPtr pkt, uint64_t ready_ps) {
   }
   const uint64_t now = now_ps();
   if (ready_ps < now) ready_ps = now;
+  // Ready now on an idle port with nothing queued: it starts at once, as run_tx() would in the
+  // next delta cycle with nothing else to choose from (an ACK, most often).
+  if (ready_ps == now && busy_until_ <= now && pending_.empty() && !armed_) return send(std::move(pkt), now);
   pending_.push(Pending{ready_ps, seq_++, std::move(pkt)});
   arm(std::max(pending_.top().ready, busy_until_));
 }
