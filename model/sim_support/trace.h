@@ -106,9 +106,9 @@ class Tracer {
  * failures of this kind does not get the successes formatted for it.
  */
 #define HCASIM_TRACE_OUTCOME(tracer, unit, kind, error, qpn, fields, ...)                                \
-  do {                                                                                                 \
-    if ((tracer).on() &&                                                                               \
-        (tracer).wants(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (error)))    \
+  do {                                                                                                   \
+    if ((tracer).on() &&                                                                                 \
+        (tracer).wants(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (error)))     \
       (tracer).emit(::hcasim::trace::TraceUnit::unit, ::hcasim::trace::TraceKind::kind, (qpn), (fields), \
-                    __VA_ARGS__);                                                                      \
+                    __VA_ARGS__);                                                                        \
   } while (0)

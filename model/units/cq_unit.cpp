@@ -179,10 +179,10 @@ void CqUnit::land(Pending& p) {
   const uint32_t index = cq.pi & ((1u << cq.cqc.log_size) - 1);
   BtResult t = bt_.translate(cq.cqc.buf, uint64_t(index) * hw::kCqeSize, cq.cursor, in.qpn, "cq");
   if (!t.ok) return;
-  HCASIM_TRACE_OUTCOME(tracer_, Cq, CqeWrite, in.syndrome != hw::CqeSyndrome::Ok, in.qpn,
-                       cqe_fields(p.cqn, cq.pi + 1, in), "CQ %u CQE[%u] %s wqe=%u len=%u%s status=0x%02x owner=%u",
-                       p.cqn, index, cqe_opcode_name(in.opcode), in.wqe_counter, in.byte_cnt,
-                       (in.flags & hw::kCqeWithImm) ? " +imm" : "", unsigned(in.syndrome), owner);
+  HCASIM_TRACE_OUTCOME(
+      tracer_, Cq, CqeWrite, in.syndrome != hw::CqeSyndrome::Ok, in.qpn, cqe_fields(p.cqn, cq.pi + 1, in),
+      "CQ %u CQE[%u] %s wqe=%u len=%u%s status=0x%02x owner=%u", p.cqn, index, cqe_opcode_name(in.opcode),
+      in.wqe_counter, in.byte_cnt, (in.flags & hw::kCqeWithImm) ? " +imm" : "", unsigned(in.syndrome), owner);
   dma_.write(t.dma, &c, sizeof c, in.qpn, "cqe", true);
   ++cq.pi;
   ++cqes_;

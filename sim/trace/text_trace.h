@@ -58,7 +58,8 @@ class TraceHub : public model::TraceSink {
       for (unsigned k = 0; k < kKinds; ++k)
         if (s->wants(model::TraceUnit(u), model::TraceKind(k))) {
           wanted_[u * kKinds + k] = true;
-          if (s->wants_success(model::TraceUnit(u), model::TraceKind(k))) wanted_success_[u * kKinds + k] = true;
+          if (s->wants_success(model::TraceUnit(u), model::TraceKind(k)))
+            wanted_success_[u * kKinds + k] = true;
         }
   }
   bool empty() const { return sinks_.empty(); }

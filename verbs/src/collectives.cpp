@@ -115,7 +115,8 @@ BarrierAlgorithm parseBarrierAlgorithm(const std::string& s) {
 // and 8 ranks as processes, in the lockstep clock (the modelled HCA: a round costs a few us, the
 // wire 12 GB/s) and in the realtime clock (a round costs about a millisecond of host scheduling,
 // every MiB on the fabric a few ms of the model's time):
-//  - up to 4 KiB on up to 8 ranks, one round wins in both: direct exchange;
+//  - up to 4 KiB on up to 8 ranks, direct exchange: one round, ahead in both clocks there (lockstep
+//    keeps it ahead while (P-1)·N stays under about 64 KiB, realtime falls behind from 4..16 KiB);
 //  - up to 64 KiB, recursive doubling: log2 P rounds, and (P-1)·N no longer pays off;
 //  - above, halving-doubling: bandwidth-optimal like the ring, on par with it in lockstep
 //    (within 3 % at 1..64 MiB) and 2..20x faster than it in realtime (2·log2 P rounds against
