@@ -12,6 +12,7 @@
 # Options:
 #   --ranks LIST     rank counts, comma-separated (default 4,8)
 #   --ops LIST       allreduce,broadcast,allgather,barrier (default: all four)
+#   --tuning T       coll-bench --tuning: auto (default), hardware or software
 #   -b MIN -e MAX    sizes in bytes, doubling (default 8 and 64M)
 #   --split SIZE     sizes up to SIZE run -n ITERS -w WARMUP, larger ones -n LITERS -w 1 (default 1M)
 #   -n ITERS -w WARMUP    (default 20, 5)   --large-iters LITERS (default 3)
@@ -22,11 +23,12 @@ build=$(cd "$1" && pwd); where=$2; shift 2
 mode=busy clock=auto
 if [ $# -gt 0 ] && [[ "$1" != -* ]]; then mode=$1; shift; fi
 if [ $# -gt 0 ] && [[ "$1" != -* ]]; then clock=$1; shift; fi
-ranks=4,8 ops=allreduce,broadcast,allgather,barrier min=8 max=64M split=1M iters=20 warmup=5 liters=3
+ranks=4,8 ops=allreduce,broadcast,allgather,barrier min=8 max=64M split=1M iters=20 warmup=5 liters=3 tuning=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) ranks=$2; shift 2 ;;
     --ops) ops=$2; shift 2 ;;
+    --tuning) tuning=$2; shift 2 ;;
     -b) min=$2; shift 2 ;;
     -e) max=$2; shift 2 ;;
     --split) split=$2; shift 2 ;;
@@ -34,7 +36,7 @@ while [ $# -gt 0 ]; do
     -w) warmup=$2; shift 2 ;;
     --large-iters) liters=$2; shift 2 ;;
     *) echo "usage: coll_compare.sh BUILD_DIR sim|rxe [busy|event [auto|lockstep|realtime]] [--ranks 4,8]" \
-         "[--ops LIST] [-b MIN] [-e MAX] [--split SIZE] [-n N] [-w N] [--large-iters N]" >&2; exit 2 ;;
+         "[--ops LIST] [--tuning T] [-b MIN] [-e MAX] [--split SIZE] [-n N] [-w N] [--large-iters N]" >&2; exit 2 ;;
   esac
 done
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,10 +86,10 @@ summary() {
 smax=$(bytes "$split"); lo=$(bytes "$min"); hi=$(bytes "$max")
 IFS=, read -r -a rank_list <<< "$ranks"
 IFS=, read -r -a op_list <<< "$ops"
-echo "# coll_compare.sh $where mode=$mode clock=$clock ranks=$ranks ops=$ops sizes $min..$max; $(date -u +%FT%TZ)"
+echo "# coll_compare.sh $where mode=$mode clock=$clock tuning=$tuning ranks=$ranks ops=$ops sizes $min..$max; $(date -u +%FT%TZ)"
 for n in "${rank_list[@]}"; do
   for op in "${op_list[@]}"; do
-    common=(--op "$op" --mode "$mode" --compare-gloo)
+    common=(--op "$op" --mode "$mode" --tuning "$tuning" --compare-gloo)
     b=$lo; [ "$op" = allgather ] && [ "$b" -lt $((8 * n)) ] && b=$((8 * n))  # at least 2 floats per rank
     echo "## $op, $n ranks ($where, $mode, clock $clock), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     out=$(mktemp /tmp/coll-compare-out.XXXXXX)

@@ -294,6 +294,50 @@ TEST(Collectives, AutoChoosesBySizeTheSameOnEveryRank) {
   for (int r = 1; r < P; ++r) EXPECT_EQ(chosen[size_t(r)], chosen[0]) << "rank " << r;
 }
 
+// The two tunings' switch points (docs/verbs.md, "Choosing an algorithm"), each on both sides.
+TEST(Collectives, TuningsSwitchWhereTheyWereMeasured) {
+  CollectiveOptions hw, sw;
+  hw.tuning = Tuning::Hardware;
+  sw.tuning = Tuning::Software;
+  // Allreduce: hardware keeps the direct exchange while (P-1)·N <= 64 KiB, software to 4 KiB.
+  EXPECT_EQ(autoAllreduce(16384, 4, hw), AllreduceAlgorithm::Direct);
+  EXPECT_EQ(autoAllreduce(32768, 4, hw), AllreduceAlgorithm::RecursiveDoubling);
+  EXPECT_EQ(autoAllreduce(8192, 8, hw), AllreduceAlgorithm::Direct);
+  EXPECT_EQ(autoAllreduce(16384, 8, hw), AllreduceAlgorithm::RecursiveDoubling);
+  EXPECT_EQ(autoAllreduce(4096, 4, sw), AllreduceAlgorithm::Direct);
+  EXPECT_EQ(autoAllreduce(8192, 4, sw), AllreduceAlgorithm::RecursiveDoubling);
+  EXPECT_EQ(autoAllreduce(size_t(1) << 20, 8, hw), autoAllreduce(size_t(1) << 20, 8, sw));
+  EXPECT_EQ(autoAllreduce(16384, 4), AllreduceAlgorithm::Direct);  // unresolved Auto counts as hardware
+  // Broadcast: hardware scatters once the root's (P-1)·N passes 96 KiB, software from 1 MiB.
+  EXPECT_EQ(autoBroadcast(32768, 4, Tuning::Hardware), BroadcastAlgorithm::OneToAll);
+  EXPECT_EQ(autoBroadcast(65536, 4, Tuning::Hardware), BroadcastAlgorithm::ScatterAllgather);
+  EXPECT_EQ(autoBroadcast(8192, 8, Tuning::Hardware), BroadcastAlgorithm::OneToAll);
+  EXPECT_EQ(autoBroadcast(16384, 8, Tuning::Hardware), BroadcastAlgorithm::ScatterAllgather);
+  EXPECT_EQ(autoBroadcast(size_t(1) << 20, 8, Tuning::Software), BroadcastAlgorithm::OneToAll);
+  EXPECT_EQ(autoBroadcast(size_t(2) << 20, 8, Tuning::Software), BroadcastAlgorithm::ScatterAllgather);
+  EXPECT_EQ(autoBroadcast(size_t(64) << 20, 2, Tuning::Hardware), BroadcastAlgorithm::OneToAll);
+  // Barrier: one round up to 8 ranks in hardware, to 4 in software; then the tree, then
+  // dissemination.
+  EXPECT_EQ(autoBarrier(8, Tuning::Hardware), BarrierAlgorithm::AllToAll);
+  EXPECT_EQ(autoBarrier(8, Tuning::Software), BarrierAlgorithm::Tree);
+  EXPECT_EQ(autoBarrier(4, Tuning::Software), BarrierAlgorithm::AllToAll);
+  EXPECT_EQ(autoBarrier(16, Tuning::Hardware), BarrierAlgorithm::Tree);
+  EXPECT_EQ(autoBarrier(64, Tuning::Software), BarrierAlgorithm::Dissemination);
+}
+
+TEST(Collectives, AutoTuningFollowsTheDevice) {
+  EXPECT_EQ(resolveTuning(Tuning::Auto, "rxe0", 0xffffff), Tuning::Software);
+  EXPECT_EQ(resolveTuning(Tuning::Auto, "siw_eth0", 0x626d74), Tuning::Software);
+  EXPECT_EQ(resolveTuning(Tuning::Auto, "rxe_eth1", 0), Tuning::Software);  // by name too
+  EXPECT_EQ(resolveTuning(Tuning::Auto, "hcasim0", 0x1af4), Tuning::Hardware);
+  EXPECT_EQ(resolveTuning(Tuning::Auto, "mlx5_0", 0x02c9), Tuning::Hardware);
+  EXPECT_EQ(resolveTuning(Tuning::Software, "mlx5_0", 0x02c9), Tuning::Software);  // forced
+  EXPECT_EQ(resolveTuning(Tuning::Hardware, "rxe0", 0xffffff), Tuning::Hardware);
+  for (Tuning t : {Tuning::Auto, Tuning::Hardware, Tuning::Software})
+    EXPECT_EQ(parseTuning(tuningName(t)), t);
+  EXPECT_THROW(parseTuning("fast"), std::invalid_argument);
+}
+
 TEST(Collectives, AlgorithmNamesRoundTrip) {
   for (auto a : {AllreduceAlgorithm::Auto, AllreduceAlgorithm::Ring, AllreduceAlgorithm::RingChunked,
                  AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::HalvingDoubling,

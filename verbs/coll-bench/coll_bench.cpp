@@ -171,6 +171,8 @@ void checkAlgorithms(Options& o) {
       "                        halving-doubling | direct; reduce-scatter: ring | ring-chunked; broadcast:\n"
       "                        chain | one-to-all | scatter-allgather; allgather: ring | direct; barrier:\n"
       "                        dissemination | all-to-all | tree\n"
+      "  --tuning T            auto | hardware | software: the switch points auto uses (default auto:\n"
+      "                        software on rxe and siw, hardware on others; docs/verbs.md)\n"
       "  --segment SIZE        pipelining segment (default 256K)\n"
       "  --regions N           scratch regions of ring-chunked (default 4)\n"
       "  --rank R --size N     this process's rank and the group size (else OMPI_COMM_WORLD_*,\n"
@@ -271,6 +273,7 @@ Options parse(int argc, char** argv) {
     kGid,
     kPort,
     kAlgo,
+    kTuning,
     kSegment,
     kRegions,
     kMode,
@@ -295,6 +298,7 @@ Options parse(int argc, char** argv) {
                                  {"gid-index", required_argument, nullptr, kGid},
                                  {"port", required_argument, nullptr, kPort},
                                  {"algo", required_argument, nullptr, kAlgo},
+                                 {"tuning", required_argument, nullptr, kTuning},
                                  {"segment", required_argument, nullptr, kSegment},
                                  {"regions", required_argument, nullptr, kRegions},
                                  {"mode", required_argument, nullptr, kMode},
@@ -348,6 +352,11 @@ Options parse(int argc, char** argv) {
       case kGid: o.gidIndex = std::stoi(a); break;
       case kPort: o.port = std::stoi(a); break;
       case kAlgo: o.algo = a; break;
+      case kTuning: try { o.coll.tuning = parseTuning(a);
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(std::string("--tuning: ") + e.what());
+        }
+        break;
       case kSegment: o.coll.segmentBytes = parseSize(a); break;
       case kRegions: o.coll.regions = uint32_t(std::stoul(a)); break;
       case kMode:
@@ -880,10 +889,12 @@ std::string simClock() {
 
 void printHeader(const Options& o, const Context& ctx, bool sim, const std::string& where,
                  const std::string& gloo) {
-  std::printf("# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s%s, segment %zu B\n",
-              o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(),
-              dataTypeName(o.type), reduceOpName(o.redop), o.algo.c_str(),
-              o.algo == "auto" ? " (per size: column algo)" : "", o.coll.segmentBytes);
+  std::printf(
+      "# coll-bench: %s, %d ranks%s, %s, data type %s, reduction %s, algorithm %s%s, tuning %s, segment %zu "
+      "B\n",
+      o.opName.c_str(), ctx.size(), o.threads ? " (threads)" : "", where.c_str(), dataTypeName(o.type),
+      reduceOpName(o.redop), o.algo.c_str(), o.algo == "auto" ? " (per size: column algo)" : "",
+      tuningName(resolveTuning(o.coll.tuning, ctx)), o.coll.segmentBytes);
   const std::string model = sim ? simClock() : "";
   std::printf(
       "# clock: %s%s%s; %d warm-up + %d timed iterations per size; time = the slowest rank's mean, pNN = per "

@@ -80,6 +80,22 @@ const char* barrierAlgorithmName(BarrierAlgorithm a) {
   return "?";
 }
 
+const char* tuningName(Tuning t) {
+  switch (t) {
+    case Tuning::Auto: return "auto";
+    case Tuning::Hardware: return "hardware";
+    case Tuning::Software: return "software";
+  }
+  return "?";
+}
+
+Tuning parseTuning(const std::string& s) {
+  static const Tuning all[] = {Tuning::Auto, Tuning::Hardware, Tuning::Software};
+  for (Tuning t : all)
+    if (s == tuningName(t)) return t;
+  throw std::invalid_argument("unknown tuning '" + s + "' (auto, hardware, software)");
+}
+
 AllreduceAlgorithm parseAllreduceAlgorithm(const std::string& s) {
   static const AllreduceAlgorithm all[] = {AllreduceAlgorithm::Auto,
                                            AllreduceAlgorithm::Ring,
@@ -111,21 +127,47 @@ BarrierAlgorithm parseBarrierAlgorithm(const std::string& s) {
 
 // ---- choosing ----------------------------------------------------------------------------
 
-// The switch points (docs/verbs.md, "Choosing an algorithm"), measured on the simulator with 4
-// and 8 ranks as processes, in the lockstep clock (the modelled HCA: a round costs a few us, the
-// wire 12 GB/s) and in the realtime clock (a round costs about a millisecond of host scheduling,
-// every MiB on the fabric a few ms of the model's time):
-//  - up to 4 KiB on up to 8 ranks, direct exchange: one round, ahead in both clocks there (lockstep
-//    keeps it ahead while (P-1)·N stays under about 64 KiB, realtime falls behind from 4..16 KiB);
-//  - up to 64 KiB, recursive doubling: log2 P rounds, and (P-1)·N no longer pays off;
-//  - above, halving-doubling: bandwidth-optimal like the ring, on par with it in lockstep
-//    (within 3 % at 1..64 MiB) and 2..20x faster than it in realtime (2·log2 P rounds against
+// The switch points (docs/verbs.md, "Choosing an algorithm") were measured on the simulator
+// with 4 and 8 ranks as processes, busy polling, in two clocks that stand for two kinds of
+// transport. Hardware: the lockstep clock, the modelled HCA's time (a round costs a few us, the
+// wire 12 GB/s). Software: the realtime clock, where a round costs about a millisecond of host
+// scheduling and every MiB a few ms of the model's time, as on rxe.
+
+namespace {
+
+constexpr uint32_t kRxeVendorId = 0xffffff;  // rdma-core/kernel RXE_VENDOR_ID
+constexpr uint32_t kSiwVendorId = 0x626d74;  // SIW_VENDOR_ID ("bmt")
+
+bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+}  // namespace
+
+Tuning resolveTuning(Tuning t, const std::string& device_name, uint32_t vendor_id) {
+  if (t != Tuning::Auto) return t;
+  const bool software = vendor_id == kRxeVendorId || vendor_id == kSiwVendorId ||
+                        startsWith(device_name, "rxe") || startsWith(device_name, "siw");
+  return software ? Tuning::Software : Tuning::Hardware;
+}
+
+Tuning resolveTuning(Tuning t, const Context& ctx) {
+  return resolveTuning(t, ctx.device().name(), ctx.device().attr().vendor_id);
+}
+
+// Allreduce, up to 8 ranks:
+//  - direct exchange, one round, while it is ahead: hardware while a rank sends at most 64 KiB
+//    in all ((P-1)·N; 4 ranks to 16 KiB: 6.5 us against recursive doubling's 7.7, 8 ranks to
+//    8 KiB: 7.3 against 9.5), software up to 4 KiB (beyond, its bytes cost the model's time:
+//    8 ranks at 8 KiB 1.7 ms against 0.9);
+//  - up to 64 KiB, recursive doubling: log2 P rounds;
+//  - above, halving-doubling: bandwidth-optimal like the ring, on par with it in hardware
+//    (within 3 % at 1..64 MiB) and 2..20x faster than it in software (2·log2 P rounds against
 //    2(P-1) rounds and a grant per segment);
 //  - but with a rank count that is not a power of two its fold moves 2·N more through one link:
 //    above 1 MiB the ring then wins.
 AllreduceAlgorithm autoAllreduce(size_t bytes, int ranks, const CollectiveOptions& o) {
   if (ranks <= 1) return AllreduceAlgorithm::Ring;
-  if (bytes <= 4096 && ranks <= 8) return AllreduceAlgorithm::Direct;
+  const size_t directMax = o.tuning == Tuning::Software ? 4096 : (size_t(64) << 10) / size_t(ranks - 1);
+  if (bytes <= directMax && ranks <= 8) return AllreduceAlgorithm::Direct;
   if (bytes <= 65536) return AllreduceAlgorithm::RecursiveDoubling;
   const bool pow2 = (ranks & (ranks - 1)) == 0;
   if (pow2 || bytes <= (size_t(1) << 20)) return AllreduceAlgorithm::HalvingDoubling;
@@ -133,14 +175,18 @@ AllreduceAlgorithm autoAllreduce(size_t bytes, int ranks, const CollectiveOption
   return chunk <= o.segmentBytes ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::RingChunked;
 }
 
-// Broadcast: one round of one-to-all up to 1 MiB (in realtime it is ahead of every other up
-// to there: one round against two or P-1); above, scatter + allgather, whose root sends 2·N
-// instead of (P-1)·N (in lockstep 2..4x one-to-all at 4 MiB; in realtime at 16 MiB all are
-// within the noise). The chain is never chosen: P-1 rounds and a grant per run, fastest in
-// lockstep only at 4 MiB and above, and 4x slower than one-to-all in realtime.
-BroadcastAlgorithm autoBroadcast(size_t bytes, int ranks) {
-  if (ranks <= 2 || bytes <= (size_t(1) << 20)) return BroadcastAlgorithm::OneToAll;
-  return BroadcastAlgorithm::ScatterAllgather;
+// Broadcast: one round of one-to-all while the root's (P-1)·N is small, then scatter +
+// allgather, whose root sends 2·N instead. Hardware: from (P-1)·N above 96 KiB (4 ranks from
+// 64 KiB: 12.9 us against 16.2, 2.1x at 4 MiB; 8 ranks from 16 KiB: 6.4 against 9.5, 3.9x at
+// 1 MiB). Software: from 1 MiB only (one round against two: one-to-all 1.6..5x ahead of Gloo's
+// on 8 ranks at 4 KiB..1 MiB where scatter + allgather is 0.5..1.1x; at 16 MiB all are within
+// the noise). The chain is never chosen: P-1 rounds and a grant per run, fastest in hardware only
+// at 4 MiB and above, and 4x slower than one-to-all in software.
+BroadcastAlgorithm autoBroadcast(size_t bytes, int ranks, Tuning t) {
+  if (ranks <= 2) return BroadcastAlgorithm::OneToAll;
+  const bool one =
+      t == Tuning::Software ? bytes <= (size_t(1) << 20) : (ranks - 1) * bytes <= (size_t(96) << 10);
+  return one ? BroadcastAlgorithm::OneToAll : BroadcastAlgorithm::ScatterAllgather;
 }
 
 // Allgather: the direct exchange sends what the ring sends ((P-1)/P of the output per rank) in
@@ -151,12 +197,14 @@ AllgatherAlgorithm autoAllgather(size_t bytes, int ranks) {
   return bytes <= (size_t(64) << 20) ? AllgatherAlgorithm::Direct : AllgatherAlgorithm::Ring;
 }
 
-// Barrier: all-to-all is one round of P(P-1) zero-byte writes, the tree two rounds of 2(P-1):
-// one round wins in lockstep (1.5 us against 2.8..3.2), fewer messages in realtime on 8 ranks
-// (1.5..2.4 ms against 2.8..3.8; on 4 ranks they are within the noise). Dissemination beyond 32
-// ranks, where rank 0 would take too many writes per barrier.
-BarrierAlgorithm autoBarrier(int ranks) {
-  if (ranks <= 4) return BarrierAlgorithm::AllToAll;
+// Barrier: all-to-all is one round of P(P-1) zero-byte writes, the tree two rounds of 2(P-1).
+// Hardware: one round wins up to 8 ranks (8 ranks: 1.3 us against the tree's 2.4 and Gloo's
+// all-to-all 1.7). Software: the tree's fewer writes win on 8 ranks (0.35..0.50 ms against
+// 0.52..0.84; Gloo's all-to-all 1.1..1.4), all-to-all on 4. Beyond 8 ranks the tree
+// (all-to-all's writes grow as P squared; not timed there), and beyond 32 dissemination (the
+// tree's root would take too many writes per barrier).
+BarrierAlgorithm autoBarrier(int ranks, Tuning t) {
+  if (ranks <= (t == Tuning::Software ? 4 : 8)) return BarrierAlgorithm::AllToAll;
   return ranks <= 32 ? BarrierAlgorithm::Tree : BarrierAlgorithm::Dissemination;
 }
 
@@ -175,6 +223,7 @@ Allreduce::Allreduce(Context& ctx, void* data, size_t count, DataType type, Redu
   const uint32_t tag = ctx.nextTag();  // taken even when there is nothing to do: ranks stay in step
   const int p = ctx.size();
   const size_t es = dataTypeSize(type);
+  o.tuning = resolveTuning(o.tuning, ctx);
   impl_->algo = o.algorithm == AllreduceAlgorithm::Auto ? autoAllreduce(count * es, p, o) : o.algorithm;
   if (p == 1 || count == 0) return;
   ExchangeParams xp = params(o, count, type, op);
@@ -337,7 +386,8 @@ Broadcast::Broadcast(Context& ctx, void* data, size_t count, DataType type, int 
   m.seg = segElems(o, es) * es;
   m.pos = mod(r - root, p);
   m.size = p;
-  m.algo = o.broadcast == BroadcastAlgorithm::Auto ? autoBroadcast(m.bytes, p) : o.broadcast;
+  m.algo = o.broadcast == BroadcastAlgorithm::Auto ? autoBroadcast(m.bytes, p, resolveTuning(o.tuning, ctx))
+                                                   : o.broadcast;
   if (count == 0 || p == 1) return;
   if (m.algo == BroadcastAlgorithm::OneToAll) {
     m.oneToAll = makeOneToAll(ctx, tag, data, root, params(o, count, type));
@@ -384,7 +434,8 @@ struct Barrier::Impl {
 Barrier::Barrier(Context& ctx, CollectiveOptions o) : impl_(std::make_unique<Impl>()) {
   impl_->ctx = &ctx;
   impl_->tag = ctx.nextTag();
-  impl_->algo = o.barrier == BarrierAlgorithm::Auto ? autoBarrier(ctx.size()) : o.barrier;
+  impl_->algo =
+      o.barrier == BarrierAlgorithm::Auto ? autoBarrier(ctx.size(), resolveTuning(o.tuning, ctx)) : o.barrier;
   if (impl_->algo == BarrierAlgorithm::AllToAll && ctx.size() > 1)
     impl_->allToAll = makeAllToAllBarrier(ctx, impl_->tag, params(o, 0, DataType::Float));
   if (impl_->algo == BarrierAlgorithm::Tree && ctx.size() > 1)

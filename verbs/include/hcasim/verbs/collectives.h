@@ -78,14 +78,28 @@ enum class BarrierAlgorithm {
   Tree,           ///< zero-byte writes to rank 0 and back: two rounds, 2(P-1) writes
 };
 
+/**
+ * @brief Which costs Auto's switch points are measured for (docs/verbs.md, "Choosing an
+ * algorithm"). An HCA moves bytes in hardware and a round costs microseconds, so fewer bytes
+ * through the busiest link wins early; a software RDMA device (rxe, siw) or an oversubscribed
+ * host pays for every message in host CPU time, so fewer rounds and messages win.
+ */
+enum class Tuning {
+  Auto,      ///< by the device: Software for the kernel's software devices (rxe, siw), else Hardware
+  Hardware,  ///< measured in the simulator's lockstep clock (the modelled HCA's time)
+  Software,  ///< measured in its realtime clock (host scheduling in every step), as on rxe
+};
+
 /** @brief "auto", "ring", "ring-chunked", "recursive-doubling", "halving-doubling", "direct". */
 const char* allreduceAlgorithmName(AllreduceAlgorithm a);
 /// "auto", "chain", "one-to-all", "scatter-allgather"
 const char* broadcastAlgorithmName(BroadcastAlgorithm a);
 const char* allgatherAlgorithmName(AllgatherAlgorithm a);  ///< "auto", "ring", "direct"
 const char* barrierAlgorithmName(BarrierAlgorithm a);      ///< "auto", "dissemination", "all-to-all", "tree"
+const char* tuningName(Tuning t);                          ///< "auto", "hardware", "software"
 /** @brief The names above back to the enum; std::invalid_argument listing the names otherwise. */
 AllreduceAlgorithm parseAllreduceAlgorithm(const std::string& s);
+Tuning parseTuning(const std::string& s);
 BroadcastAlgorithm parseBroadcastAlgorithm(const std::string& s);
 AllgatherAlgorithm parseAllgatherAlgorithm(const std::string& s);
 BarrierAlgorithm parseBarrierAlgorithm(const std::string& s);
@@ -95,6 +109,8 @@ struct CollectiveOptions {
   BroadcastAlgorithm broadcast = BroadcastAlgorithm::Auto;
   AllgatherAlgorithm allgather = AllgatherAlgorithm::Auto;
   BarrierAlgorithm barrier = BarrierAlgorithm::Auto;
+  /// Auto's switch points. Every rank must resolve the same (Auto does on one kind of device).
+  Tuning tuning = Tuning::Auto;
   size_t segmentBytes = 256 * 1024;  ///< pipelining unit (RingChunked, broadcast, allgather)
   uint32_t regions = 4;              ///< scratch regions of RingChunked (>= 2)
   /**
@@ -106,16 +122,25 @@ struct CollectiveOptions {
 };
 
 /**
+ * @brief The tuning @p t stands for on a device named @p device_name with vendor ID
+ * @p vendor_id: Auto is Software for rxe (vendor 0xffffff) and siw (0x626d74), else Hardware.
+ */
+Tuning resolveTuning(Tuning t, const std::string& device_name, uint32_t vendor_id);
+/** @brief The same for @p ctx's device. */
+Tuning resolveTuning(Tuning t, const Context& ctx);
+
+/**
  * @brief What Auto runs for an allreduce of @p bytes over @p ranks (the same on every rank).
- * The switch points were measured (docs/verbs.md, "Choosing an algorithm").
+ * The switch points were measured (docs/verbs.md, "Choosing an algorithm"); @p o.tuning must
+ * be resolved (not Auto: that is taken as Hardware).
  */
 AllreduceAlgorithm autoAllreduce(size_t bytes, int ranks, const CollectiveOptions& o = CollectiveOptions());
 /** @brief What Auto runs for a broadcast of @p bytes over @p ranks. */
-BroadcastAlgorithm autoBroadcast(size_t bytes, int ranks);
+BroadcastAlgorithm autoBroadcast(size_t bytes, int ranks, Tuning t = Tuning::Hardware);
 /** @brief What Auto runs for an allgather whose output is @p bytes over @p ranks. */
 AllgatherAlgorithm autoAllgather(size_t bytes, int ranks);
 /** @brief What Auto runs for a barrier over @p ranks. */
-BarrierAlgorithm autoBarrier(int ranks);
+BarrierAlgorithm autoBarrier(int ranks, Tuning t = Tuning::Hardware);
 
 class Collective {
  public:
