@@ -200,6 +200,13 @@ TEST_P(AllreduceEveryOpSize, Direct) {
   allreduceSweep(co, GetParam(), 300 * 1024);
 }
 
+TEST_P(AllreduceEveryOpSize, ReduceScatterAllgather) {
+  Watchdog wd(55);
+  CollectiveOptions co;
+  co.algorithm = AllreduceAlgorithm::ReduceScatterAllgather;
+  allreduceSweep(co, GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(Type, AllreduceEveryOpSize, ::testing::ValuesIn(kTypes), typeName);
 
 // The few-round algorithms grant their landing regions ahead and rely on the exchange itself to
@@ -220,8 +227,9 @@ TEST(Collectives, FewRoundAlgorithmsNeverOverwriteUnconsumedData) {
     CollectiveOptions co;
     co.grantBatch = 3;
     const size_t n = 37;  // not a multiple of any rank count here: uneven halving-doubling chunks
-    for (AllreduceAlgorithm a : {AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::Direct,
-                                 AllreduceAlgorithm::HalvingDoubling}) {
+    for (AllreduceAlgorithm a :
+         {AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::Direct,
+          AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::ReduceScatterAllgather}) {
       co.algorithm = a;
       std::vector<int64_t> v(n);
       Allreduce ar(ctx, v.data(), n, DataType::Int64, ReduceOp::Sum, co);
@@ -299,14 +307,19 @@ TEST(Collectives, TuningsSwitchWhereTheyWereMeasured) {
   CollectiveOptions hw, sw;
   hw.tuning = Tuning::Hardware;
   sw.tuning = Tuning::Software;
-  // Allreduce: hardware keeps the direct exchange while (P-1)·N <= 64 KiB, software to 4 KiB.
+  // Allreduce: hardware keeps the direct exchange while (P-1)(P-2)·N <= 96 KiB, then reduce-scatter
+  // + allgather to 4 MiB; software direct to 4 KiB, then recursive doubling.
   EXPECT_EQ(autoAllreduce(16384, 4, hw), AllreduceAlgorithm::Direct);
-  EXPECT_EQ(autoAllreduce(32768, 4, hw), AllreduceAlgorithm::RecursiveDoubling);
-  EXPECT_EQ(autoAllreduce(8192, 8, hw), AllreduceAlgorithm::Direct);
-  EXPECT_EQ(autoAllreduce(16384, 8, hw), AllreduceAlgorithm::RecursiveDoubling);
+  EXPECT_EQ(autoAllreduce(32768, 4, hw), AllreduceAlgorithm::ReduceScatterAllgather);
+  EXPECT_EQ(autoAllreduce(2048, 8, hw), AllreduceAlgorithm::Direct);
+  EXPECT_EQ(autoAllreduce(4096, 8, hw), AllreduceAlgorithm::ReduceScatterAllgather);
+  EXPECT_EQ(autoAllreduce(size_t(4) << 20, 8, hw), AllreduceAlgorithm::ReduceScatterAllgather);
+  EXPECT_EQ(autoAllreduce(size_t(8) << 20, 8, hw), AllreduceAlgorithm::HalvingDoubling);
+  EXPECT_EQ(autoAllreduce(size_t(1) << 20, 2, hw), AllreduceAlgorithm::Direct);   // one exchange either way
+  EXPECT_EQ(autoAllreduce(4096, 16, hw), AllreduceAlgorithm::RecursiveDoubling);  // not timed beyond 8
   EXPECT_EQ(autoAllreduce(4096, 4, sw), AllreduceAlgorithm::Direct);
   EXPECT_EQ(autoAllreduce(8192, 4, sw), AllreduceAlgorithm::RecursiveDoubling);
-  EXPECT_EQ(autoAllreduce(size_t(1) << 20, 8, hw), autoAllreduce(size_t(1) << 20, 8, sw));
+  EXPECT_EQ(autoAllreduce(size_t(1) << 20, 8, sw), AllreduceAlgorithm::HalvingDoubling);
   EXPECT_EQ(autoAllreduce(16384, 4), AllreduceAlgorithm::Direct);  // unresolved Auto counts as hardware
   // Broadcast: hardware scatters once the root's (P-1)·N passes 96 KiB, software from 1 MiB.
   EXPECT_EQ(autoBroadcast(32768, 4, Tuning::Hardware), BroadcastAlgorithm::OneToAll);
@@ -341,7 +354,7 @@ TEST(Collectives, AutoTuningFollowsTheDevice) {
 TEST(Collectives, AlgorithmNamesRoundTrip) {
   for (auto a : {AllreduceAlgorithm::Auto, AllreduceAlgorithm::Ring, AllreduceAlgorithm::RingChunked,
                  AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::HalvingDoubling,
-                 AllreduceAlgorithm::Direct})
+                 AllreduceAlgorithm::Direct, AllreduceAlgorithm::ReduceScatterAllgather})
     EXPECT_EQ(parseAllreduceAlgorithm(allreduceAlgorithmName(a)), a);
   for (auto a : {BroadcastAlgorithm::Auto, BroadcastAlgorithm::Chain, BroadcastAlgorithm::OneToAll,
                  BroadcastAlgorithm::ScatterAllgather})
@@ -428,8 +441,9 @@ TEST(Collectives, FewRoundAlgorithmsInEventMode) {
   runRanks(P, opts(PollMode::Event), [&](Context& ctx) {
     const int r = ctx.rank();
     for (size_t n : {size_t(1), size_t(3 * P + 1), size_t(1000), size_t(20000)}) {
-      for (AllreduceAlgorithm a : {AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::Direct,
-                                   AllreduceAlgorithm::HalvingDoubling}) {
+      for (AllreduceAlgorithm a :
+           {AllreduceAlgorithm::RecursiveDoubling, AllreduceAlgorithm::Direct,
+            AllreduceAlgorithm::HalvingDoubling, AllreduceAlgorithm::ReduceScatterAllgather}) {
         std::vector<uint8_t> buf;
         fill<float>(buf, r, n, ReduceOp::Sum);
         CollectiveOptions co;

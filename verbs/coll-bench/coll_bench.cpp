@@ -95,7 +95,13 @@ struct Options {
 std::vector<std::string> ourAlgos(Op op) {
   switch (op) {
     case Op::Allreduce:
-      return {"auto", "ring", "ring-chunked", "recursive-doubling", "halving-doubling", "direct"};
+      return {"auto",
+              "ring",
+              "ring-chunked",
+              "recursive-doubling",
+              "halving-doubling",
+              "direct",
+              "reduce-scatter-allgather"};
     case Op::ReduceScatter: return {"auto", "ring", "ring-chunked"};
     case Op::Broadcast: return {"auto", "chain", "one-to-all", "scatter-allgather"};
     case Op::Allgather: return {"auto", "ring", "direct"};
@@ -168,7 +174,8 @@ void checkAlgorithms(Options& o) {
       "  -c, --check 0|1       verify results exactly after timing (default 1)\n"
       "  --algo A              the algorithm (default auto: chosen per size and rank count; the algo column\n"
       "                        says which ran). allreduce: ring | ring-chunked | recursive-doubling |\n"
-      "                        halving-doubling | direct; reduce-scatter: ring | ring-chunked; broadcast:\n"
+      "                        halving-doubling | direct | reduce-scatter-allgather; reduce-scatter: ring |\n"
+      "                        ring-chunked; broadcast:\n"
       "                        chain | one-to-all | scatter-allgather; allgather: ring | direct; barrier:\n"
       "                        dissemination | all-to-all | tree\n"
       "  --tuning T            auto | hardware | software: the switch points auto uses (default auto:\n"

@@ -139,6 +139,9 @@ std::unique_ptr<Algorithm> makeRecursiveDoubling(Context& ctx, uint32_t tag, voi
 /** @brief Allreduce by direct exchange: one round, every rank reduces all P vectors locally. */
 std::unique_ptr<Algorithm> makeDirectAllreduce(Context& ctx, uint32_t tag, void* data,
                                                const ExchangeParams& p);
+/** @brief Allreduce by a direct reduce-scatter, then a direct allgather: two rounds. */
+std::unique_ptr<Algorithm> makeReduceScatterAllgather(Context& ctx, uint32_t tag, void* data,
+                                                      const ExchangeParams& p);
 /** @brief Allreduce by recursive halving (reduce-scatter) and doubling (allgather). */
 std::unique_ptr<Algorithm> makeHalvingDoubling(Context& ctx, uint32_t tag, void* data,
                                                const ExchangeParams& p);

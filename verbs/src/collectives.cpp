@@ -47,6 +47,7 @@ const char* allreduceAlgorithmName(AllreduceAlgorithm a) {
     case AllreduceAlgorithm::RecursiveDoubling: return "recursive-doubling";
     case AllreduceAlgorithm::HalvingDoubling: return "halving-doubling";
     case AllreduceAlgorithm::Direct: return "direct";
+    case AllreduceAlgorithm::ReduceScatterAllgather: return "reduce-scatter-allgather";
   }
   return "?";
 }
@@ -102,7 +103,8 @@ AllreduceAlgorithm parseAllreduceAlgorithm(const std::string& s) {
                                            AllreduceAlgorithm::RingChunked,
                                            AllreduceAlgorithm::RecursiveDoubling,
                                            AllreduceAlgorithm::HalvingDoubling,
-                                           AllreduceAlgorithm::Direct};
+                                           AllreduceAlgorithm::Direct,
+                                           AllreduceAlgorithm::ReduceScatterAllgather};
   return parseName(s, all, allreduceAlgorithmName, "allreduce");
 }
 
@@ -154,20 +156,30 @@ Tuning resolveTuning(Tuning t, const Context& ctx) {
 }
 
 // Allreduce, up to 8 ranks:
-//  - direct exchange, one round, while it is ahead: hardware while a rank sends at most 64 KiB
-//    in all ((P-1)·N; 4 ranks to 16 KiB: 6.5 us against recursive doubling's 7.7, 8 ranks to
-//    8 KiB: 7.3 against 9.5), software up to 4 KiB (beyond, its bytes cost the model's time:
-//    8 ranks at 8 KiB 1.7 ms against 0.9);
-//  - up to 64 KiB, recursive doubling: log2 P rounds;
-//  - above, halving-doubling: bandwidth-optimal like the ring, on par with it in hardware
-//    (within 3 % at 1..64 MiB) and 2..20x faster than it in software (2·log2 P rounds against
-//    2(P-1) rounds and a grant per segment);
+//  - direct exchange, one round but (P-1)·N bytes per rank, while it is ahead;
+//  - hardware: then reduce-scatter + allgather, both direct: two rounds moving the least a rank
+//    must send, 2·(P-1)/P·N. Direct costs (P-1)·(1 - 2/P)·N more bytes and one round less, so
+//    it leads while (P-1)(P-2)·N <= 96 KiB (4 ranks to 16 KiB: 6.5 us against 7.1; 8 ranks to
+//    2 KiB: 3.2 against 3.7). Up to 4 MiB (measured; its scratch is about 4·N): on 4 ranks 9.1
+//    us at 32 KiB against recursive doubling's 10.3, 518.6 at 4 MiB against halving-doubling's
+//    524.1; on 8 ranks 14.4 at 64 KiB against 23.5, 154.8 at 1 MiB against 165.2;
+//  - software: direct up to 4 KiB (beyond, its bytes cost the model's time: 8 ranks at 8 KiB
+//    1.7 ms against recursive doubling's 0.9), then recursive doubling: log2 P rounds;
+//  - above (and beyond 8 ranks from 64 KiB), halving-doubling: bandwidth-optimal like the ring,
+//    on par with it in hardware (within 3 % at 1..64 MiB) and 2..20x faster than it in software
+//    (2·log2 P rounds against 2(P-1) rounds and a grant per segment);
 //  - but with a rank count that is not a power of two its fold moves 2·N more through one link:
 //    above 1 MiB the ring then wins.
 AllreduceAlgorithm autoAllreduce(size_t bytes, int ranks, const CollectiveOptions& o) {
   if (ranks <= 1) return AllreduceAlgorithm::Ring;
-  const size_t directMax = o.tuning == Tuning::Software ? 4096 : (size_t(64) << 10) / size_t(ranks - 1);
-  if (bytes <= directMax && ranks <= 8) return AllreduceAlgorithm::Direct;
+  const bool software = o.tuning == Tuning::Software;
+  if (ranks <= 8) {
+    const size_t spread = size_t(ranks - 1) * size_t(ranks - 2);  // direct's extra bytes, per N
+    const size_t measured = size_t(4) << 20;                      // and both take scratch of a few times N
+    if (software ? bytes <= 4096 : spread * bytes <= (size_t(96) << 10) && bytes <= measured)
+      return AllreduceAlgorithm::Direct;
+    if (!software && bytes <= measured) return AllreduceAlgorithm::ReduceScatterAllgather;
+  }
   if (bytes <= 65536) return AllreduceAlgorithm::RecursiveDoubling;
   const bool pow2 = (ranks & (ranks - 1)) == 0;
   if (pow2 || bytes <= (size_t(1) << 20)) return AllreduceAlgorithm::HalvingDoubling;
@@ -233,6 +245,9 @@ Allreduce::Allreduce(Context& ctx, void* data, size_t count, DataType type, Redu
       return;
     case AllreduceAlgorithm::Direct: impl_->small = makeDirectAllreduce(ctx, tag, data, xp); return;
     case AllreduceAlgorithm::HalvingDoubling: impl_->small = makeHalvingDoubling(ctx, tag, data, xp); return;
+    case AllreduceAlgorithm::ReduceScatterAllgather:
+      impl_->small = makeReduceScatterAllgather(ctx, tag, data, xp);
+      return;
     default: break;
   }
   const auto chunks = evenChunks(count, p);

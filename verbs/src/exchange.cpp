@@ -196,23 +196,34 @@ class RecursiveDoubling : public Algorithm {
 // ---- direct exchange ---------------------------------------------------------------------
 
 /**
- * Shared by the direct allreduce and allgather: every rank writes the same @p bytes (its staged
- * block) to every peer's landing region for it, by parity, then waits for every peer's. Peer q
- * of rank r is written in the order r+1, r+2, ... so that not every rank starts with rank 0.
+ * Shared by the direct allreduce and allgather and the reduce-scatter + allgather allreduce:
+ * every rank writes a staged block to every peer's landing region for it, by parity, then
+ * waits for every peer's. Peer q of rank r is written in the order r+1, r+2, ... so that not
+ * every rank starts with rank 0. The staging area holds @p stageBytes per run, each landing
+ * region @p landBytes (the same block for every peer, or a different slice of the staging
+ * area for each: postTo()).
  */
 class DirectExchange {
  public:
   DirectExchange(Context& ctx, uint32_t tag, size_t bytes, uint32_t grantBatch)
-      : p_(ctx.size()), r_(ctx.rank()), bytes_(bytes), stride_(roundUp64(bytes)) {
-    scratch_.assign(stride_ * (2 + 2 * size_t(p_)), 0);  // staging by parity, two regions per rank
+      : DirectExchange(ctx, tag, bytes, bytes, grantBatch, kSlotScratch) {}
+  DirectExchange(Context& ctx, uint32_t tag, size_t stageBytes, size_t landBytes, uint32_t grantBatch,
+                 uint32_t slot)
+      : p_(ctx.size()),
+        r_(ctx.rank()),
+        bytes_(landBytes),
+        stageStride_(roundUp64(stageBytes)),
+        stride_(roundUp64(landBytes)) {
+    scratch_.assign(2 * stageStride_ + 2 * stride_ * size_t(p_),
+                    0);  // staging by parity, two regions per rank
     mr_ = std::make_shared<MemoryRegion>(ctx.devicePtr(), scratch_.data(), scratch_.size());
     peers_.resize(size_t(p_));
     for (int q = 0; q < p_; ++q) {
       if (q == r_) continue;
       Pair& pq = ctx.pair(q);
-      peers_[size_t(q)].send = pq.createSendBuffer(slotOf(tag, kSlotScratch), mr_, 0, 2 * stride_);
+      peers_[size_t(q)].send = pq.createSendBuffer(slotOf(tag, slot), mr_, 0, 2 * stageStride_);
       peers_[size_t(q)].recv = std::make_unique<StandingGrant>(
-          pq.createRecvBuffer(slotOf(tag, kSlotScratch), mr_, landingOff(q, 0), 2 * stride_, 0), grantBatch);
+          pq.createRecvBuffer(slotOf(tag, slot), mr_, landingOff(q, 0), 2 * stride_, 0), grantBatch);
     }
   }
 
@@ -224,29 +235,34 @@ class DirectExchange {
     par_ = int(runs_++ % 2);
     for (Peer& pe : peers_)
       if (pe.send) pe.send->waitOutstanding(1);
-    return scratch_.data() + size_t(par_) * stride_;
+    return scratch_.data() + size_t(par_) * stageStride_;
   }
   /** @brief Sends the staged block (@p bytes of it, at most the block size) to every peer. */
   void post(size_t bytes) {
-    const size_t at = size_t(par_) * stride_;
-    for (int i = 1; i < p_; ++i) peers_[size_t((r_ + i) % p_)].send->send(at, bytes, at);
+    for (int i = 1; i < p_; ++i) postTo((r_ + i) % p_, 0, bytes);
   }
   void post() { post(bytes_); }
+  /** @brief Sends @p bytes (at most the landing size) at @p off in the staged block to peer @p q. */
+  void postTo(int q, size_t off, size_t bytes) {
+    peers_[size_t(q)].send->send(size_t(par_) * stageStride_ + off, bytes, size_t(par_) * stride_);
+  }
   /** @brief Waits for peer @p q's block of this run and returns it. */
   const uint8_t* take(int q) {
     peers_[size_t(q)].recv->take();
     return scratch_.data() + landingOff(q, par_);
   }
-  const uint8_t* staged() const { return scratch_.data() + size_t(par_) * stride_; }
+  const uint8_t* staged() const { return scratch_.data() + size_t(par_) * stageStride_; }
 
  private:
   struct Peer {
     std::unique_ptr<SendBuffer> send;
     std::unique_ptr<StandingGrant> recv;
   };
-  size_t landingOff(int q, int par) const { return stride_ * (2 + 2 * size_t(q) + size_t(par)); }
+  size_t landingOff(int q, int par) const {
+    return 2 * stageStride_ + stride_ * (2 * size_t(q) + size_t(par));
+  }
   int p_, r_;
-  size_t bytes_, stride_;
+  size_t bytes_, stageStride_, stride_;
   std::vector<uint8_t> scratch_;
   std::shared_ptr<MemoryRegion> mr_;
   std::vector<Peer> peers_;
@@ -284,6 +300,56 @@ class DirectAllreduce : public Algorithm {
   DataType type_;
   ReduceOp op_;
   size_t bytes_;
+};
+
+/**
+ * Allreduce in two rounds that move the least a rank must send, 2·(P-1)/P·N (as the rings and
+ * halving-doubling): a direct reduce-scatter (rank r writes block q of its vector to rank q,
+ * which reduces the P copies of its block in rank order) and a direct allgather of the reduced
+ * blocks. Every block is reduced by one rank only, so every rank ends with the same bits.
+ */
+class ReduceScatterAllgather : public Algorithm {
+ public:
+  ReduceScatterAllgather(Context& ctx, uint32_t tag, void* data, const ExchangeParams& p)
+      : p_(ctx.size()),
+        r_(ctx.rank()),
+        user_(static_cast<uint8_t*>(data)),
+        type_(p.type),
+        op_(p.op),
+        es_(dataTypeSize(p.type)),
+        blocks_(evenChunks(p.count, ctx.size())),
+        scatter_(ctx, tag, p.count * es_, blocks_[0].cnt * es_, p.grantBatch, kSlotScratch),
+        gather_(ctx, tag, blocks_[0].cnt * es_, blocks_[0].cnt * es_, p.grantBatch, kSlotFold) {}
+
+  void run() override {
+    uint8_t* all = scatter_.stage();
+    std::memcpy(all, user_, blocks_.back().off * es_ + blocks_.back().cnt * es_);
+    for (int i = 1; i < p_; ++i) {
+      const int q = (r_ + i) % p_;
+      scatter_.postTo(q, blocks_[size_t(q)].off * es_, blocks_[size_t(q)].cnt * es_);
+    }
+    const Chunk mine = blocks_[size_t(r_)];
+    uint8_t* out = user_ + mine.off * es_;
+    auto copy = [&](int q) { return q == r_ ? all + mine.off * es_ : scatter_.take(q); };
+    reduceTo(out, copy(0), copy(1), mine.cnt, type_, op_);
+    for (int q = 2; q < p_; ++q) reduceInto(out, copy(q), mine.cnt, type_, op_);
+    std::memcpy(gather_.stage(), out, mine.cnt * es_);
+    gather_.post(mine.cnt * es_);
+    for (int i = 1; i < p_; ++i) {
+      const int q = (r_ + p_ - i) % p_;  // in the order they were sent to us
+      const Chunk& b = blocks_[size_t(q)];
+      std::memcpy(user_ + b.off * es_, gather_.take(q), b.cnt * es_);
+    }
+  }
+
+ private:
+  int p_, r_;
+  uint8_t* user_;
+  DataType type_;
+  ReduceOp op_;
+  size_t es_;
+  std::vector<Chunk> blocks_;
+  DirectExchange scatter_, gather_;
 };
 
 /** Allgather: one round; the blocks are copied from the landing regions into the output. */
@@ -749,6 +815,11 @@ std::unique_ptr<Algorithm> makeOneToAll(Context& ctx, uint32_t tag, void* data, 
                                         const ExchangeParams& p) {
   return std::make_unique<OneToAll>(ctx, tag, data, root, p);
 }
+std::unique_ptr<Algorithm> makeReduceScatterAllgather(Context& ctx, uint32_t tag, void* data,
+                                                      const ExchangeParams& p) {
+  return std::make_unique<ReduceScatterAllgather>(ctx, tag, data, p);
+}
+
 std::unique_ptr<Algorithm> makeDirectAllgather(Context& ctx, uint32_t tag, const void* in, void* out,
                                                const ExchangeParams& p) {
   return std::make_unique<DirectAllgather>(ctx, tag, in, out, p);

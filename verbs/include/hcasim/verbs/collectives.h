@@ -50,12 +50,13 @@ namespace hcasim::verbs {
 
 /** @brief Allreduce (and, Ring/RingChunked only, reduce-scatter) algorithms. */
 enum class AllreduceAlgorithm {
-  Auto,               ///< by size and rank count: autoAllreduce()
-  Ring,               ///< one write per chunk and step, two scratch regions
-  RingChunked,        ///< chunks cut into segments that pipeline through the ring
-  RecursiveDoubling,  ///< log2 P rounds, the whole vector each (+ fold for non-powers of two)
-  HalvingDoubling,    ///< recursive-halving reduce-scatter + recursive-doubling allgather
-  Direct,             ///< every rank writes its vector to every other and reduces locally
+  Auto,                    ///< by size and rank count: autoAllreduce()
+  Ring,                    ///< one write per chunk and step, two scratch regions
+  RingChunked,             ///< chunks cut into segments that pipeline through the ring
+  RecursiveDoubling,       ///< log2 P rounds, the whole vector each (+ fold for non-powers of two)
+  HalvingDoubling,         ///< recursive-halving reduce-scatter + recursive-doubling allgather
+  Direct,                  ///< every rank writes its vector to every other and reduces locally
+  ReduceScatterAllgather,  ///< direct reduce-scatter (block q to rank q), then direct allgather
 };
 /** @brief Broadcast algorithms. */
 enum class BroadcastAlgorithm {
@@ -90,7 +91,8 @@ enum class Tuning {
   Software,  ///< measured in its realtime clock (host scheduling in every step), as on rxe
 };
 
-/** @brief "auto", "ring", "ring-chunked", "recursive-doubling", "halving-doubling", "direct". */
+/** @brief "auto", "ring", "ring-chunked", "recursive-doubling", "halving-doubling", "direct",
+ *  "reduce-scatter-allgather". */
 const char* allreduceAlgorithmName(AllreduceAlgorithm a);
 /// "auto", "chain", "one-to-all", "scatter-allgather"
 const char* broadcastAlgorithmName(BroadcastAlgorithm a);
