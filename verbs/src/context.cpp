@@ -25,7 +25,7 @@ Context::~Context() {
 void Context::close() {
   if (closed_ || pairs_.empty()) return;
   closed_ = true;
-  constexpr uint32_t kCloseTag = 0xffffffffu;
+  constexpr uint32_t kCloseTag = Pair::kCloseTag;
   const uint8_t done = 1;
   for (int i = 0; i < size_; ++i)
     if (i != rank_) pairs_[size_t(i)]->send(kCloseTag, &done, 1);

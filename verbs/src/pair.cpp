@@ -450,6 +450,7 @@ void Pair::handle(const ibv_wc& wc) {
         Message m{tag, std::vector<uint8_t>(p + kHeader, p + wc.byte_len)};
         postRecv(idx);
         fc_.onDataReceived();
+        if (tag == kCloseTag) peerClosed_ = true;
         inbox_.push_back(std::move(m));
         ++stats_.messagesReceived;
         return;
@@ -523,6 +524,7 @@ int Pair::pollLocked() {
 void Pair::afterChange() {
   if (error_.empty()) {
     try {
+      if (peerClosed_ && fc_.queued() == 0) fc_.forgetOwedCredits();  // see kCloseTag
       while (auto a = fc_.takeAck()) postAck(a->imm());
       if (connected_) fc_.flush([this](uint64_t c, uint32_t i, uint32_t n) { postItem(c, i, n); });
       while (auto a = fc_.takeAck()) postAck(a->imm());

@@ -86,6 +86,9 @@ class FlowControl {
   void onDataReceived();
   /** @brief We consumed a receive for the peer's ack (and posted it again); its credits return. */
   void onAckReceived(uint32_t imm);
+  /** @brief The credits owed to the peer are of no use to it any more (it sends nothing else):
+   *  no ack is due for them. */
+  void forgetOwedCredits() { unackedData_ = unackedAcks_ = 0; }
 
   // ---- state -----------------------------------------------------------------------------
   uint32_t localData() const { return localData_; }

@@ -116,6 +116,13 @@ class PairGroup {
 
 class Pair {
  public:
+  /**
+   * @brief The tag of the last message a side sends on a pair (Context::close). Once the
+   * peer's has arrived and nothing of ours waits for credits, neither side needs credits from
+   * the other: no more acks are sent, since one sent then may reach a peer that has already
+   * destroyed its QP and never complete.
+   */
+  static constexpr uint32_t kCloseTag = 0xffffffffu;
   /** @brief @p label names the pair in errors, e.g. "pair 0->2". */
   Pair(std::shared_ptr<Device> dev, const PairOptions& opts = PairOptions(), std::string label = "");
   ~Pair();
@@ -287,6 +294,7 @@ class Pair {
   std::string label_;
   Address self_, peer_;
   bool connected_ = false;
+  bool peerClosed_ = false;  ///< the peer's kCloseTag message has arrived
   bool event_ = false;
 
   ibv_cq* cq_ = nullptr;
