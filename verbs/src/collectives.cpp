@@ -32,7 +32,7 @@ E parseName(const std::string& s, const E (&all)[N], const char* (*name)(E), con
     if (s == name(e)) return e;
     names += std::string(names.empty() ? "" : ", ") + name(e);
   }
-  throw std::invalid_argument(std::string("unknown ") + what + " algorithm '" + s + "' (" + names + ")");
+  throw std::invalid_argument(std::string("unknown ") + what + " '" + s + "' (" + names + ")");
 }
 
 }  // namespace
@@ -92,9 +92,7 @@ const char* tuningName(Tuning t) {
 
 Tuning parseTuning(const std::string& s) {
   static const Tuning all[] = {Tuning::Auto, Tuning::Hardware, Tuning::Software};
-  for (Tuning t : all)
-    if (s == tuningName(t)) return t;
-  throw std::invalid_argument("unknown tuning '" + s + "' (auto, hardware, software)");
+  return parseName(s, all, tuningName, "tuning");
 }
 
 AllreduceAlgorithm parseAllreduceAlgorithm(const std::string& s) {
@@ -105,26 +103,26 @@ AllreduceAlgorithm parseAllreduceAlgorithm(const std::string& s) {
                                            AllreduceAlgorithm::HalvingDoubling,
                                            AllreduceAlgorithm::Direct,
                                            AllreduceAlgorithm::ReduceScatterAllgather};
-  return parseName(s, all, allreduceAlgorithmName, "allreduce");
+  return parseName(s, all, allreduceAlgorithmName, "allreduce algorithm");
 }
 
 BroadcastAlgorithm parseBroadcastAlgorithm(const std::string& s) {
   static const BroadcastAlgorithm all[] = {BroadcastAlgorithm::Auto, BroadcastAlgorithm::Chain,
                                            BroadcastAlgorithm::OneToAll,
                                            BroadcastAlgorithm::ScatterAllgather};
-  return parseName(s, all, broadcastAlgorithmName, "broadcast");
+  return parseName(s, all, broadcastAlgorithmName, "broadcast algorithm");
 }
 
 AllgatherAlgorithm parseAllgatherAlgorithm(const std::string& s) {
   static const AllgatherAlgorithm all[] = {AllgatherAlgorithm::Auto, AllgatherAlgorithm::Ring,
                                            AllgatherAlgorithm::Direct};
-  return parseName(s, all, allgatherAlgorithmName, "allgather");
+  return parseName(s, all, allgatherAlgorithmName, "allgather algorithm");
 }
 
 BarrierAlgorithm parseBarrierAlgorithm(const std::string& s) {
   static const BarrierAlgorithm all[] = {BarrierAlgorithm::Auto, BarrierAlgorithm::Dissemination,
                                          BarrierAlgorithm::AllToAll, BarrierAlgorithm::Tree};
-  return parseName(s, all, barrierAlgorithmName, "barrier");
+  return parseName(s, all, barrierAlgorithmName, "barrier algorithm");
 }
 
 // ---- choosing ----------------------------------------------------------------------------
