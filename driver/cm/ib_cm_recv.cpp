@@ -288,8 +288,10 @@ void Cm::wait(int max_ms, int also_fd) {
   const int ms = cm_wait_ms(next, max_ms);
   // Lockstep: the devices run only while someone waits; in realtime this returns at once.
   if (link && link->wait_progress()) return;
-  if (link) fds.push_back({link->activity_fd(), POLLIN, 0});
-  poll(fds.data(), nfds_t(fds.size()), ms < 50 ? ms : 50);
+  if (link)
+    link->wait_activity(fds, ms < 50 ? ms : 50);
+  else
+    poll(fds.data(), nfds_t(fds.size()), ms < 50 ? ms : 50);
   std::lock_guard<std::recursive_mutex> g(mu_);
   for (auto& [dev, a] : agents_) a->take_events();
 }

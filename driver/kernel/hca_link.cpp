@@ -13,6 +13,12 @@ LinkEnumerator& enumerator() {
 }
 }  // namespace
 
+void HcaLink::wait_activity(std::vector<pollfd>& fds, int timeout_ms) {
+  fds.push_back({activity_fd(), POLLIN, 0});
+  poll(fds.data(), nfds_t(fds.size()), timeout_ms);
+  fds.pop_back();
+}
+
 uint8_t* HcaLink::alloc_dma_pages(uint64_t bytes) {
   constexpr uint64_t kPage = 4096;
   void* p = nullptr;

@@ -7,6 +7,8 @@
  */
 #pragma once
 
+#include <poll.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -57,6 +59,12 @@ class HcaLink {
   virtual bool wait_progress() = 0;
   /** @brief An fd that becomes readable when new device work is scheduled (for blocking waits). */
   virtual int activity_fd() = 0;
+  /**
+   * @brief Block in poll(2) on @p fds and on new device work for up to @p timeout_ms (after a
+   * wait_progress() that found nothing to do). The default polls activity_fd() too; a device
+   * may instead wake only threads that block here. Leaves @p fds as it was.
+   */
+  virtual void wait_activity(std::vector<pollfd>& fds, int timeout_ms);
 
   /**
    * @brief Driver-side trace (post_send, interrupts, errors): true if some sink wants driver events

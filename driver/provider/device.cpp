@@ -81,8 +81,8 @@ bool wait_readable(HcaLink& link, int efd) {
   if (poll(&p, 1, 0) > 0) return true;
   if (wait_device(link)) return true;  // caller re-checks its queue
   if (fcntl(efd, F_GETFL) & O_NONBLOCK) return false;
-  pollfd ps[2] = {{efd, POLLIN, 0}, {link.activity_fd(), POLLIN, 0}};
-  poll(ps, 2, 50);
+  std::vector<pollfd> ps{{efd, POLLIN, 0}};
+  link.wait_activity(ps, 50);
   return true;
 }
 

@@ -158,12 +158,30 @@ void Engine::run_until_idle(uint64_t limit_ps) {
   }
 }
 
+thread_local uint64_t Engine::t_seen_kicks = 0;
+
 void Engine::kick() {
+  // Counted before the waiters are read, and waiters register before reading the count
+  // (wait_activity): one of the two sides sees the other, so no wake-up is lost.
+  kicks_.fetch_add(1, std::memory_order_seq_cst);
+  if (!realtime() && waiters_.load(std::memory_order_seq_cst) == 0) return;
   uint64_t one = 1;
   if (write(efd_, &one, sizeof one) < 0) { /* counter saturated: already readable */
   }
   // After the write: whoever sees the flag finds the fd readable (see run_until_visible).
   kicked_.store(true, std::memory_order_release);
+}
+
+void Engine::wait_activity(std::vector<pollfd>& fds, int timeout_ms) {
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  const uint64_t kicks = kicks_.load(std::memory_order_seq_cst);
+  if (kicks == t_seen_kicks) {
+    fds.push_back({efd_, POLLIN, 0});
+    poll(fds.data(), nfds_t(fds.size()), timeout_ms);
+    fds.pop_back();
+  }
+  t_seen_kicks = kicks;  // a kick seen here is news once, not on every later wait
+  waiters_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void Engine::start_idle_advancer(uint32_t quiet_us) {
@@ -198,19 +216,23 @@ void Engine::idle_round(bool& ran) {
   // step still ends at a visible effect, so a program sleeping in poll(2) wakes on the
   // interrupt and takes over): like hardware, the device does not stop between events just
   // because nobody calls into it. Only an idle one waits for a doorbell or the period.
-  if (!ran) {
-    pollfd p{efd_, POLLIN, 0};
-    poll(&p, 1, int(quiet_us_ / 1000 + 1));
+  if (!ran && kicks_.load(std::memory_order_seq_cst) == idle_seen_kicks_) {
+    // No doorbell since the model last ran here: wait for one, or the period.
+    t_seen_kicks = idle_seen_kicks_;
+    std::vector<pollfd> none;
+    wait_activity(none, int(quiet_us_ / 1000 + 1));
   }
   ran = false;
+  const uint64_t period = uint64_t(quiet_us_) * 1000;
   const uint64_t quiet = mono_ns() - last_call_ns_.load(std::memory_order_relaxed);
-  if (quiet < uint64_t(quiet_us_) * 1000) {
-    // Not quiet yet: sleep out the rest of the period. (poll() returns at once while the
-    // activity fd is readable, and programs that keep calling verbs never let it drain
-    // for long: without this the thread spins a whole core.)
-    std::this_thread::sleep_for(std::chrono::nanoseconds(uint64_t(quiet_us_) * 1000 - quiet));
+  if (quiet < period) {
+    // Not quiet yet: sleep out the rest of the period, by the clock rather than on the
+    // activity fd, so the program's doorbells need not wake this thread (and a program that
+    // keeps calling verbs cannot make it spin).
+    std::this_thread::sleep_for(std::chrono::nanoseconds(period - quiet));
     return;
   }
+  idle_seen_kicks_ = kicks_.load(std::memory_order_seq_cst);
   std::unique_lock<std::recursive_mutex> g(mu_, std::try_to_lock);
   if (!g.owns_lock()) {  // a program is in a wait and drives the kernel itself
     std::this_thread::sleep_for(std::chrono::microseconds(100));

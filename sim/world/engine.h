@@ -20,6 +20,8 @@
  */
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -91,8 +93,20 @@ class Engine {
   void set_pacing(bool on) { pacing_ = on; }
   /** @brief Run until nothing is pending or simulated time passes @p limit_ps. */
   void run_until_idle(uint64_t limit_ps = ~0ull);
-  /** @brief A program just issued device work (doorbell): wake waiters. */
+  /**
+   * @brief A program just issued device work (doorbell): wake waiters. In lockstep only a
+   * thread blocked in wait_activity() needs waking, so without one this is a counter increment,
+   * not a system call (the idle advancer keeps the quiet period by its own clock).
+   */
   void kick();
+  /**
+   * @brief Block in poll(2) on @p fds and the activity fd for up to @p timeout_ms, unless a
+   * kick() came after the calling thread's last run_until_visible()/wait start (then return at
+   * once: the work it announced may be what the caller waits for). Leaves @p fds as it was.
+   */
+  void wait_activity(std::vector<pollfd>& fds, int timeout_ms);
+  /** @brief The calling thread is about to look for device work: kicks from now on count as news. */
+  void note_looking() { t_seen_kicks = kicks_.load(std::memory_order_seq_cst); }
   /** @brief Under the device lock, after new work: does the device thread need a kick()? */
   bool kick_needed();
   /** @brief Readable after kick(); run_until_visible() drains it. */
@@ -190,7 +204,11 @@ class Engine {
 
   std::recursive_mutex mu_;
   int efd_ = -1;
-  std::atomic<bool> kicked_{false};  ///< efd_ may be readable: run_until_visible drains it
+  std::atomic<bool> kicked_{false};           ///< efd_ may be readable: run_until_visible drains it
+  std::atomic<uint64_t> kicks_{0};            ///< kick() calls so far (news for a thread about to block)
+  std::atomic<int> waiters_{0};               ///< threads blocked in wait_activity (lockstep kicks wake them)
+  uint64_t idle_seen_kicks_ = 0;              ///< kicks_ when the idle advancer last ran the model
+  static thread_local uint64_t t_seen_kicks;  ///< kicks_ when this thread last looked for work
   bool started_ = false;
   uint64_t steps_ = 0;
   std::atomic<uint64_t> last_call_ns_{0};

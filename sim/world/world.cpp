@@ -188,6 +188,7 @@ class SimLink : public drv::HcaLink {
   }
   bool wait_progress() override {
     Engine& e = Engine::instance();
+    e.note_looking();
     e.note_thread();
     e.note_call();
     if (e.realtime()) {
@@ -204,6 +205,9 @@ class SimLink : public drv::HcaLink {
     return ran || pace;
   }
   int activity_fd() override { return Engine::instance().activity_fd(); }
+  void wait_activity(std::vector<pollfd>& fds, int timeout_ms) override {
+    Engine::instance().wait_activity(fds, timeout_ms);
+  }
   bool trace_on(trace::TraceKind kind) const override {
     const model::Tracer& t = const_cast<model::Hca&>(hca_).tracer();
     return t.on() && t.wants(trace::TraceUnit::Driver, kind);
