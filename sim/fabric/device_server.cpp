@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "client_writes.h"
 #include "dma_arena.h"
 #include "engine.h"
 #include "thread_watch.h"
@@ -51,6 +52,7 @@ struct DeviceServer::Host {
   int irq_fd = -1;             ///< the host's interrupt line (an eventfd it passed)
   bool left_reported = false;  ///< LEAVING came: what it left in flight is reported
   DmaWindow arena;             ///< the driver memory it shares (HELLO's memfd), if any
+  ClientWrites gathered;       ///< payload writes not yet written into the process (client_writes.h)
 };
 
 struct DeviceServer::Conn {
@@ -89,7 +91,8 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
   uint64_t* visible = nullptr;
   model::Hca* hca = nullptr;
   const DmaWindow* arena = &kNoArena;  ///< the host's shared DMA arena (dma_arena.h)
-  uint64_t shared = 0, vm_calls = 0;   ///< accesses through the arena / by process_vm_readv/writev
+  ClientWrites* gathered = nullptr;    ///< the host's payload writes not yet written out
+  uint64_t shared = 0, vm_calls = 0;   ///< accesses through the arena / by process_vm_readv (and writev)
   bool read(const uint8_t* hva, void* dst, uint64_t len) override {
     if (!pid) return gone();
     if (const uint8_t* p = arena->find(uint64_t(uintptr_t(hva)), len)) {
@@ -97,6 +100,7 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
       ++shared;
       return true;
     }
+    if (gathered->overlaps(uint64_t(uintptr_t(hva)), len) && !write_out()) return false;
     ++vm_calls;
     iovec local{dst, len}, remote{const_cast<uint8_t*>(hva), len};
     if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(len)) return true;
@@ -105,16 +109,21 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
   bool write(uint8_t* hva, const void* src, uint64_t len) override {
     if (!pid) return gone();
     if (uint8_t* p = arena->find(uint64_t(uintptr_t(hva)), len)) {
+      // A CQE or EQE: the payloads it reports are in memory first.
+      if (!write_out()) return false;
       std::memcpy(p, src, len);
       ++shared;
     } else {
-      ++vm_calls;
-      iovec local{const_cast<void*>(src), len}, remote{hva, len};
-      if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != ssize_t(len))
-        return errno == ESRCH ? gone() : false;
+      gathered->add(uint64_t(uintptr_t(hva)), src, len);
+      if (gathered->full() && !write_out()) return false;
     }
     ++*visible;
     return true;
+  }
+  /** @brief Write the host's gathered payloads out now; false (port down) if the process is gone. */
+  bool write_out() {
+    if (gathered->empty()) return true;
+    return gathered->flush(pid) || gone();
   }
 
  private:
@@ -259,11 +268,13 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
     s.mem.pid = h.pid;
     s.mem.arena = &h.arena;
     s.mem.visible = &h.visible;
+    s.mem.gathered = &h.gathered;
     s.mem.hca = &hca;
     hca.port().set_up(true);
     Host* hp = &h;
     Slot* sp = &s;
     hca.set_irq_handler([hp, sp](uint32_t) {
+      sp->mem.write_out();  // what the interrupt announces is in memory before it
       ++sp->irqs;
       ++hp->visible;
       const uint64_t one = 1;
@@ -350,6 +361,7 @@ void DeviceServer::host_gone(Host& h) {
   // From here the device reaches the process only by address, as before it shared anything: a
   // killed process's memory is gone, and the reads below must find it so.
   unmap_client_arena(h.arena);
+  h.gathered.clear();
   // Without a LEAVING first (killed), the memory is gone: unsent and unacknowledged messages
   // are still reported, CQEs never polled cannot be counted.
   if (!h.left_reported) report_left_behind(h);
@@ -390,7 +402,17 @@ void DeviceServer::sweep() {
   }
 }
 
+void DeviceServer::write_out_all() {
+  for (auto& h : hosts_) {
+    if (h->gathered.empty()) continue;
+    if (!h->alive || !h->gathered.flush(h->pid))
+      for_each_hca(*h, [](uint32_t, Slot&, model::Hca& hca) { hca.port().set_up(false); });
+    h->gathered.clear();
+  }
+}
+
 void DeviceServer::reply(Conn& c, MsgType type, const void* a, size_t alen, const void* b, size_t blen) {
+  write_out_all();  // a reply may tell the program to look: what it would look at is there
   if (!c.failed.empty() || send_msg(c.fd, type, a, alen, b, blen)) return;
   if (errno != EAGAIN && errno != EWOULDBLOCK) {
     c.failed = std::string("its connection failed: ") + std::strerror(errno);
@@ -800,6 +822,14 @@ std::string DeviceServer::stats_tail_text() {
                   world_.hca(i).identity().name.c_str(), m.shared, m.vm_calls);
     s += line;
   }
+  for (auto& h : hosts_) {
+    if (!h->gathered.writes()) continue;
+    std::snprintf(line, sizeof line,
+                  "  host %-11d %" PRIu64 " payload writes gathered into %" PRIu64
+                  " process_vm_writev calls\n",
+                  h->index, h->gathered.writes(), h->gathered.calls());
+    s += line;
+  }
   return s;
 }
 
@@ -856,6 +886,7 @@ int DeviceServer::run() {
     pfds.clear();
     pfds.push_back({listen_fd_, POLLIN, 0});
     for (auto& c : conns_) pfds.push_back({c->fd, POLLIN, 0});
+    write_out_all();  // before the device sleeps, every payload of this step is in memory
     timespec ts{}, *tp = nullptr;
     if (timeout_ns >= 0) {
       ts.tv_sec = time_t(timeout_ns / 1'000'000'000);

@@ -108,6 +108,8 @@ class DeviceServer {
    * until they fill the connection's send buffer is marked to be disconnected (Conn::failed).
    */
   void reply(Conn& c, MsgType type, const void* a, size_t alen, const void* b = nullptr, size_t blen = 0);
+  /** @brief Write every host's gathered payloads into its process (client_writes.h). */
+  void write_out_all();
   /** @brief Close the connections marked failed (logged) or orphaned (their host is gone). */
   void sweep();
   /** @brief HCA @p i of @p c's host (request.h has checked that the host owns it). */
