@@ -109,7 +109,8 @@ class Engine {
   void note_looking() { t_seen_kicks = kicks_.load(std::memory_order_seq_cst); }
   /** @brief Under the device lock, after new work: does the device thread need a kick()? */
   bool kick_needed();
-  /** @brief Readable after kick(); run_until_visible() drains it. */
+  /** @brief Readable after a kick() that woke someone (lockstep: a thread in wait_activity; realtime: any);
+   * run_until_visible() drains it. */
   int activity_fd() const { return efd_; }
   /** @brief Note that a program is active in verbs (resets the quiet-period clock). */
   void note_call() { last_call_ns_.store(mono_ns(), std::memory_order_relaxed); }
