@@ -509,6 +509,32 @@ TEST_F(CqEqTest, CqeLandsNoSoonerThanThePayloadWrittenBeforeIt) {
   EXPECT_EQ(cq.cqes(), 1u);
 }
 
+// A posted write is translated when issued (faults show then) and lands where the IOMMU maps its
+// address when it lands: unmapped meanwhile, it is dropped; mapped again elsewhere, it lands there.
+TEST_F(CqEqTest, APostedWriteLandsWhereItsAddressIsMappedWhenItLands) {
+  uint64_t iova = 0;
+  uint8_t* page = rig.mapped_page(iova);
+  const std::vector<uint8_t> payload(256, 0x77);
+  ASSERT_TRUE(rig.dma.post_write(iova, payload.data(), payload.size(), 1, "payload"));
+  ASSERT_TRUE(rig.iommu.unmap(iova));
+  uint8_t* moved = rig.mem.alloc(test::kPage);
+  ASSERT_TRUE(rig.iommu.map(iova, moved, test::kPage));
+  ASSERT_TRUE(rig.dma.post_write(iova + 256, payload.data(), payload.size(), 1, "payload"));
+  ASSERT_TRUE(rig.iommu.unmap(iova));  // the second one finds nothing when it lands
+  run_for_ps(rig.dma.write_latency_ps(256) * 4);
+  EXPECT_EQ(page[0], 0) << "landed through the translation taken when it was issued";
+  EXPECT_EQ(moved[0], 0) << "the first write was dropped with its mapping";
+  EXPECT_EQ(moved[256], 0) << "the second write was dropped with its mapping";
+  // Mapped again before it lands: it lands in the new place.
+  ASSERT_TRUE(rig.iommu.map(iova, moved, test::kPage));
+  ASSERT_TRUE(rig.dma.post_write(iova + 512, payload.data(), payload.size(), 1, "payload"));
+  ASSERT_TRUE(rig.iommu.unmap(iova));
+  ASSERT_TRUE(rig.iommu.map(iova, page, test::kPage));
+  run_for_ps(rig.dma.write_latency_ps(256) * 4);
+  EXPECT_EQ(page[512], 0x77);
+  EXPECT_EQ(moved[512], 0);
+}
+
 TEST_F(CqEqTest, CompletionEventReachesTheInterruptHandler) {
   cq.arm(kCqn, 0, 0, false, cq.produced(kCqn));
   const uint64_t t0 = sim_now_ps();
