@@ -8,7 +8,8 @@
 # second, simulated seconds per wall second as the program measures it (hcasim_sim_now_ns around
 # the stream), and from the `clock:` line of --stats the engine's own rate (since the switch to
 # realtime, set-up included) and the slip: simulated time given up because the model could not
-# keep up with the wall clock. Each row runs RUNS times (default 1); with more, it shows the run
+# keep up with the wall clock; sys% is the share of the process's CPU time spent in the kernel
+# (system calls, wake-ups: costs that callgrind's instruction counts do not show). Each row runs RUNS times (default 1); with more, it shows the run
 # with the median rate and the lowest and highest rate beside it, since a shared or virtual
 # machine's rate can swing by a fifth from one run to the next. Figures, not pass/fail (a
 # failing run fails the script).
@@ -21,8 +22,8 @@ trap 'rm -rf "$tmp"' EXIT
 btype=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
 printf 'clock rate: RDMA WRITE stream, %s ops per row, one process, one thread (build type %s; load average %s)\n' \
   "$ops" "${btype:-none}" "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%8s %-9s %12s %12s %14s %14s %12s %s\n' size clock ops/wall-s wall-s "sim-s/wall-s" \
-  "engine-rate" "slip(us)" "$([ "$runs" -gt 1 ] && echo "  lowest..highest of $runs")"
+printf '%8s %-9s %12s %12s %14s %14s %12s %6s %s\n' size clock ops/wall-s wall-s "sim-s/wall-s" \
+  "engine-rate" "slip(us)" "sys%" "$([ "$runs" -gt 1 ] && echo "  lowest..highest of $runs")"
 # row SIZE CLOCK RUN: one run, as a table row (its rate first, for sorting), into $tmp/rows.
 row() {
   if ! "$build/bin/hcasim" run --clock "$2" --stats="$tmp/stats" -- \
@@ -39,8 +40,9 @@ row() {
   clk=$(grep '^clock:' "$tmp/stats" || true)
   rate=$(printf '%s\n' "$clk" | sed -n 's/.*(\([0-9.]*\) simulated s per wall s.*/\1/p')
   slip=$(printf '%s\n' "$clk" | sed -n 's/.*; \([0-9.]*\) us of simulated time given up.*/\1/p')
-  printf '%s %8s %-9s %12s %12s %14s %14s %12s\n' "$(get ops_per_wall_s)" "$1" "$2" \
-    "$(get ops_per_wall_s)" "$(get wall_s)" "$(get sim_s_per_wall_s)" "${rate:--}" "${slip:--}" >> "$tmp/rows"
+  sys=$(awk -v u="$(get user_s)" -v k="$(get sys_s)" 'BEGIN { printf "%.1f", (u + k > 0) ? 100 * k / (u + k) : 0 }')
+  printf '%s %8s %-9s %12s %12s %14s %14s %12s %6s\n' "$(get ops_per_wall_s)" "$1" "$2" \
+    "$(get ops_per_wall_s)" "$(get wall_s)" "$(get sim_s_per_wall_s)" "${rate:--}" "${slip:--}" "$sys" >> "$tmp/rows"
 }
 for size in 64 4096; do
   for clock in lockstep realtime; do
