@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
   std::printf(
       "write_stream: size=%u ops=%llu wall_s=%.6f sim_s=%.6f ops_per_wall_s=%.0f sim_s_per_wall_s=%.4f "
       "user_s=%.3f sys_s=%.3f\n",
-      size, static_cast<unsigned long long>(ops), wall_s, sim_s, double(ops) / wall_s, sim_s / wall_s, u1 - u0,
-      k1 - k0);
+      size, static_cast<unsigned long long>(ops), wall_s, sim_s, double(ops) / wall_s, sim_s / wall_s,
+      u1 - u0, k1 - k0);
   bench::close_side(a);
   bench::close_side(b);
   return 0;
