@@ -151,12 +151,10 @@ bool have_clmul() {
 }  // namespace
 
 uint32_t crc32_ieee(uint32_t crc, const uint8_t* p, size_t n) {
-  if (!have_clmul()) return uint32_t(crc32(crc, p, uInt(n)));
-  const uint32_t c = ~crc;
   // Below a few hundred bytes the 512-bit set-up (four registers, the lane reduction) costs
   // more than it saves.
-  if (n >= 384 && have_vclmul()) return ~vclmul_update(c, p, n);
-  return ~(n >= 32 ? clmul_update(c, p, n) : table_update(c, p, n));
+  if (n >= 384 && have_clmul() && have_vclmul()) return ~vclmul_update(~crc, p, n);
+  return crc32_ieee_clmul128(crc, p, n);
 }
 
 uint32_t crc32_ieee_clmul128(uint32_t crc, const uint8_t* p, size_t n) {

@@ -405,9 +405,10 @@ void DeviceServer::sweep() {
 void DeviceServer::write_out_all() {
   for (auto& h : hosts_) {
     if (h->gathered.empty()) continue;
-    if (!h->alive || !h->gathered.flush(h->pid))
+    if (!h->alive || !h->gathered.flush(h->pid)) {  // flush() forgets them either way
+      h->gathered.clear();
       for_each_hca(*h, [](uint32_t, Slot&, model::Hca& hca) { hca.port().set_up(false); });
-    h->gathered.clear();
+    }
   }
 }
 

@@ -25,12 +25,11 @@ Context::~Context() {
 void Context::close() {
   if (closed_ || pairs_.empty()) return;
   closed_ = true;
-  constexpr uint32_t kCloseTag = Pair::kCloseTag;
   const uint8_t done = 1;
   for (int i = 0; i < size_; ++i)
-    if (i != rank_) pairs_[size_t(i)]->send(kCloseTag, &done, 1);
+    if (i != rank_) pairs_[size_t(i)]->send(Pair::kCloseTag, &done, 1);
   for (int i = 0; i < size_; ++i)
-    if (i != rank_) pairs_[size_t(i)]->recv(kCloseTag);
+    if (i != rank_) pairs_[size_t(i)]->recv(Pair::kCloseTag);
   for (int i = 0; i < size_; ++i)
     if (i != rank_) pairs_[size_t(i)]->drain();
 }
