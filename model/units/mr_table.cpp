@@ -67,9 +67,9 @@ MwOp MrTable::bind(const hw::BindInfo& b, uint32_t pdn, uint32_t qpn) {
     w.tag = hw::key_tag(b.new_rkey);
     return MwOp::Ok;
   }
-  auto mr = table_.find(b.mr_lkey);
-  if (mr == table_.end()) return MwOp::NoMr;
-  const hw::MkeyCtx& c = mr->second.ctx;
+  const MrEntry* mr = entry(b.mr_lkey);
+  if (!mr) return MwOp::NoMr;
+  const hw::MkeyCtx& c = mr->ctx;
   if (c.pdn != pdn) return MwOp::BadPd;
   if (!(c.access & hw::kAccessMwBind)) return MwOp::NoBindAccess;
   if (b.addr < c.start || b.addr - c.start > c.length || b.length > c.length - (b.addr - c.start))
@@ -118,21 +118,19 @@ MrCheck MrTable::check_window(uint32_t key, uint32_t pdn, uint64_t va, uint64_t 
 }
 
 MrEntry* MrTable::resolve(uint32_t key, uint64_t& va) {
-  auto it = table_.find(key);
-  if (it != table_.end()) return &it->second;
+  if (MrEntry* mr = entry(key)) return mr;
   auto w = windows_.find(hw::key_index(key));
   if (w == windows_.end() || !w->second.bound || w->second.tag != hw::key_tag(key)) return nullptr;
   va = w->second.start + (va - (w->second.zero_based ? 0 : w->second.start));
-  auto mr = table_.find(w->second.mr_key);
-  return mr == table_.end() ? nullptr : &mr->second;
+  return entry(w->second.mr_key);
 }
 
 bool MrTable::add(const hw::MkeyCtx& ctx) { return table_.emplace(ctx.key, MrEntry{ctx, {}}).second; }
-bool MrTable::remove(uint32_t key) { return table_.erase(key) != 0; }
-const MrEntry* MrTable::find(uint32_t key) const {
-  auto it = table_.find(key);
-  return it == table_.end() ? nullptr : &it->second;
+bool MrTable::remove(uint32_t key) {
+  if (key == last_key_) last_ = nullptr;
+  return table_.erase(key) != 0;
 }
+const MrEntry* MrTable::find(uint32_t key) const { return entry(key); }
 
 MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, uint32_t access, uint32_t qpn,
                        const char* why) {
@@ -141,11 +139,11 @@ MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, ui
   MrCheck r = MrCheck::Ok;
   uint32_t mr_key = key;
   uint64_t mr_va = va;
-  auto it = table_.find(key);
-  if (it == table_.end()) {
+  const MrEntry* mr = entry(key);
+  if (!mr) {
     r = check_window(key, pdn, va, len, access, qpn, mr_key, mr_va);
   } else {
-    const auto& c = it->second.ctx;
+    const auto& c = mr->ctx;
     if (c.pdn != pdn)
       r = MrCheck::BadPd;
     else if (va < c.start || va - c.start > c.length || len > c.length - (va - c.start))

@@ -105,10 +105,22 @@ class MrTable {
                        uint32_t& mr_key, uint64_t& mr_va) const;
   /** @brief @p key's MR and the MR address of @p va (a window key resolves through its window). */
   MrEntry* resolve(uint32_t key, uint64_t& va);
+  /** @brief The MR with key @p key, nullptr if none. A stream asks for the same key at every
+   *  packet, so the last key found is remembered. */
+  MrEntry* entry(uint32_t key) const {
+    if (key == last_key_ && last_) return last_;
+    auto it = table_.find(key);
+    if (it == table_.end()) return nullptr;
+    last_key_ = key;
+    last_ = const_cast<MrEntry*>(&it->second);
+    return last_;
+  }
   BufferTableWalker& bt_;
   DmaEngine& dma_;
   Tracer& tracer_;
-  std::unordered_map<uint32_t, MrEntry> table_;
+  std::unordered_map<uint32_t, MrEntry> table_;  ///< nodes stay put, so last_ stays valid until removed
+  mutable uint32_t last_key_ = 0;
+  mutable MrEntry* last_ = nullptr;
   std::unordered_map<uint32_t, MwEntry> windows_;  ///< by key index
   uint64_t checks_ = 0, violations_ = 0;
 };

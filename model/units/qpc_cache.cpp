@@ -12,56 +12,58 @@ QpcCache::Lookup QpcCache::lookup(uint32_t qpn, const char* why) {
     HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields().set_flag(kTfError), "%s: no such QP", why);
     return r;
   }
-  r.qp = t->second.get();
-  auto c = cached_.find(qpn);
-  if (c != cached_.end()) {
+  Slot& slot = t->second;
+  r.qp = slot.qp.get();
+  const uint64_t now = now_ps();
+  if (slot.cached) {
     ++hits_;
     r.hit = true;
     r.latency_ps = prof_.qpc_hit_ps;
-    auto f = filled_at_ps_.find(qpn);
-    if (f != filled_at_ps_.end() && f->second > now_ps() + r.latency_ps) r.latency_ps = f->second - now_ps();
-    lru_.splice(lru_.begin(), lru_, c->second);
+    if (slot.filled_at_ps > now + r.latency_ps) r.latency_ps = slot.filled_at_ps - now;
+    lru_.splice(lru_.begin(), lru_, slot.in_lru);
   } else {
     ++misses_;
     r.latency_ps = prof_.qpc_miss_ps;
-    filled_at_ps_[qpn] = now_ps() + r.latency_ps;
-    if (cached_.size() >= capacity_) {
-      filled_at_ps_.erase(lru_.back());
-      cached_.erase(lru_.back());
-      lru_.pop_back();
-    }
+    slot.filled_at_ps = now + r.latency_ps;
+    if (lru_.size() >= capacity_) evict_one();
     lru_.push_front(qpn);
-    cached_[qpn] = lru_.begin();
+    slot.cached = true;
+    slot.in_lru = lru_.begin();
   }
   HCASIM_TRACE(tracer_, Qpc, QpcLookup, qpn, TraceFields(), "%s: QPC cache %s (state=%u, %zu/%u cached)", why,
                !r.hit                            ? "miss -> ICM read"
                : r.latency_ps > prof_.qpc_hit_ps ? "hit, its ICM read still in flight"
                                                  : "hit",
-               unsigned(r.qp->qpc.state), cached_.size(), capacity_);
+               unsigned(r.qp->qpc.state), lru_.size(), capacity_);
   return r;
 }
 
+void QpcCache::evict_one() {
+  Slot& victim = table_.at(lru_.back());
+  victim.cached = false;
+  victim.filled_at_ps = 0;
+  lru_.pop_back();
+}
+
 QpContext* QpcCache::create(uint32_t qpn) {
-  auto& slot = table_[qpn];
-  if (slot) return nullptr;
-  slot = std::make_unique<QpContext>();
-  slot->qpc.qpn = qpn;
-  return slot.get();
+  Slot& slot = table_[qpn];
+  if (slot.qp) return nullptr;
+  slot.qp = std::make_unique<QpContext>();
+  slot.qp->qpc.qpn = qpn;
+  return slot.qp.get();
 }
 
 bool QpcCache::destroy(uint32_t qpn) {
-  auto c = cached_.find(qpn);
-  if (c != cached_.end()) {
-    lru_.erase(c->second);
-    cached_.erase(c);
-  }
-  filled_at_ps_.erase(qpn);
-  return table_.erase(qpn) != 0;
+  auto t = table_.find(qpn);
+  if (t == table_.end()) return false;
+  if (t->second.cached) lru_.erase(t->second.in_lru);
+  table_.erase(t);
+  return true;
 }
 
 QpContext* QpcCache::find(uint32_t qpn) {
   auto t = table_.find(qpn);
-  return t == table_.end() ? nullptr : t->second.get();
+  return t == table_.end() ? nullptr : t->second.qp.get();
 }
 
 }  // namespace hcasim::model

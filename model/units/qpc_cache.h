@@ -39,19 +39,22 @@ class QpcCache {
   QpContext* find(uint32_t qpn);
   template <typename F>
   void for_each(F&& f) {
-    for (auto& [n, qp] : table_) f(*qp);
+    for (auto& [n, slot] : table_) f(*slot.qp);
   }
   /** @brief Read-only access for inspection: no cache effect, no trace, no counters. */
   const QpContext* peek(uint32_t qpn) const {
     auto t = table_.find(qpn);
-    return t == table_.end() ? nullptr : t->second.get();
+    return t == table_.end() ? nullptr : t->second.qp.get();
   }
   /** @brief The QP's context is in the cache now. */
-  bool is_cached(uint32_t qpn) const { return cached_.count(qpn) != 0; }
+  bool is_cached(uint32_t qpn) const {
+    auto t = table_.find(qpn);
+    return t != table_.end() && t->second.cached;
+  }
   /** @brief Every QP's context, read-only (in no particular order). */
   template <typename F>
   void for_each(F&& f) const {
-    for (auto& [n, qp] : table_) f(static_cast<const QpContext&>(*qp));
+    for (auto& [n, slot] : table_) f(static_cast<const QpContext&>(*slot.qp));
   }
 
   uint64_t hits() const { return hits_; }
@@ -62,11 +65,19 @@ class QpcCache {
   const TimingProfile& prof_;
   Tracer& tracer_;
   uint32_t capacity_;
-  std::unordered_map<uint32_t, std::unique_ptr<QpContext>> table_;
-  std::list<uint32_t> lru_;  // front = most recent
-  std::unordered_map<uint32_t, std::list<uint32_t>::iterator> cached_;
-  /** When a missed context's ICM read ends: a lookup before then waits for it, hit or not. */
-  std::unordered_map<uint32_t, uint64_t> filled_at_ps_;
+  /** A QP's context and its place in the cache: one table, so a lookup hashes once. */
+  struct Slot {
+    std::unique_ptr<QpContext> qp;
+    bool cached = false;
+    std::list<uint32_t>::iterator in_lru;  ///< valid while cached
+    /** When a missed context's ICM read ends: a lookup before then waits for it, hit or not. */
+    uint64_t filled_at_ps = 0;
+  };
+  /** Drops the least recently used context from the cache. */
+  void evict_one();
+
+  std::unordered_map<uint32_t, Slot> table_;
+  std::list<uint32_t> lru_;  // front = most recent; its size is the number cached
   uint64_t hits_ = 0, misses_ = 0;
 };
 

@@ -145,13 +145,19 @@ constexpr uint32_t kIcrcSeed = 0x2144df1cu;
 
 /**
  * ICRC of the frame bytes [l3, end): a masked copy of IP+UDP+BTH continuing the
- * 0xFF-LRH seed, then the rest straight from the frame. Caller guarantees the headers fit.
+ * 0xFF-LRH seed, then the rest (copied behind it when short, else straight from the frame).
+ * Caller guarantees the headers fit.
  */
 uint32_t icrc_of(const uint8_t* frame, size_t l3, bool v6, size_t end) {
   const size_t ip_len = v6 ? kIpv6HeaderLen : kIpv4HeaderLen;
   const size_t hdr = ip_len + kUdpHeaderLen + kBthLen;
-  uint8_t ip[kIpv6HeaderLen + kUdpHeaderLen + kBthLen];
-  std::memcpy(ip, frame + l3, hdr);
+  // A short rest (ACKs, small payloads) is copied behind the masked headers, so the CRC makes
+  // one pass and one final reduction instead of two.
+  constexpr size_t kShortRest = 256;
+  uint8_t ip[kIpv6HeaderLen + kUdpHeaderLen + kBthLen + kShortRest];
+  const size_t rest = l3 + hdr;
+  const bool one_pass = end - rest <= kShortRest;
+  std::memcpy(ip, frame + l3, one_pass ? end - l3 : hdr);
   if (v6) {
     ip[0] |= 0x0f;  // traffic class, high nibble
     ip[1] = 0xff;   // traffic class low nibble + flow label
@@ -168,9 +174,8 @@ uint32_t icrc_of(const uint8_t* frame, size_t l3, bool v6, size_t end) {
   udp[6] = 0xff;  // UDP checksum
   udp[7] = 0xff;
   udp[kUdpHeaderLen + 4] = 0xff;  // BTH resv8a (FECN/BECN on IB fabrics)
-  uint32_t crc = crc32_ieee(kIcrcSeed, ip, hdr);
-  const size_t rest = l3 + hdr;
-  return crc32_ieee(crc, frame + rest, end - rest);
+  if (one_pass) return crc32_ieee(kIcrcSeed, ip, end - l3);
+  return crc32_ieee(crc32_ieee(kIcrcSeed, ip, hdr), frame + rest, end - rest);
 }
 
 constexpr uint64_t kRnrTimerNs[32] = {

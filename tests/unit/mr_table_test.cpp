@@ -70,6 +70,20 @@ TEST_F(MrTableTest, AddFindRemove) {
   EXPECT_EQ(check(kVa, 1, 0), MrCheck::BadKey);
 }
 
+// The table remembers the last key it found (a stream asks for the same one at every packet):
+// a key deregistered and registered again must be checked against its new context.
+TEST_F(MrTableTest, AKeyRegisteredAgainIsCheckedAgainstItsNewContext) {
+  add_mr(hw::kAccessLocalWrite);
+  EXPECT_EQ(check(kVa, 1, hw::kAccessLocalWrite), MrCheck::Ok);
+  ASSERT_TRUE(mrs.remove(kKey));
+  EXPECT_EQ(check(kVa, 1, hw::kAccessLocalWrite), MrCheck::BadKey);
+  add_mr(hw::kAccessRemoteRead, kVa + kPage, kPage);
+  EXPECT_EQ(check(kVa, 1, 0), MrCheck::OutOfBounds) << "checked against the old MR's bounds";
+  EXPECT_EQ(check(kVa + kPage, 1, hw::kAccessLocalWrite), MrCheck::NoAccess);
+  EXPECT_EQ(check(kVa + kPage, 1, hw::kAccessRemoteRead), MrCheck::Ok);
+  EXPECT_EQ(mrs.find(kKey)->ctx.start, kVa + kPage);
+}
+
 TEST_F(MrTableTest, CheckOrderKeyPdBoundsAccess) {
   add_mr(hw::kAccessLocalWrite);  // no remote access
   // Every check failing at once reports the first in order: key, PD, bounds, access.
