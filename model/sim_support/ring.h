@@ -36,6 +36,13 @@ class Ring {
     buf_[(head_ + n_) & (buf_.size() - 1)] = std::move(v);
     ++n_;
   }
+  /** @brief Appends a slot and returns it, holding whatever it last held (an element popped
+   *  before, or a default one): for elements too large to build aside and copy in. */
+  T& push_back_slot() {
+    if (n_ == buf_.size()) grow();
+    ++n_;
+    return back();
+  }
   T& back() { return (*this)[n_ - 1]; }
   void pop_front() {
     head_ = (head_ + 1) & (buf_.size() - 1);

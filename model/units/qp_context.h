@@ -71,6 +71,15 @@ struct SendWqe {
 
 /** @brief A message the requester has started: kept until completed, for retransmission. */
 struct InflightMsg {
+  /** @brief Starts the message of WQE @p wqe in this (reused) slot: no progress yet. */
+  void start(const SendWqe& wqe, uint32_t psn) {
+    static_assert(sizeof(InflightMsg) == sizeof(SendWqe) + 24, "a new field must be reset here");
+    w = wqe;
+    first_psn = psn;
+    npkts = read_bytes = acked_pkts = 0;
+    sent = responded = false;
+    local_error = hw::CqeSyndrome::Ok;
+  }
   SendWqe w;
   uint32_t first_psn = 0;
   uint32_t npkts = 0;       ///< PSNs the message occupies (READ: response packets)

@@ -207,11 +207,11 @@ void Requester::decode(QpContext& qp) {
   const uint32_t mtu = mtu_of(qp);
   bool any = false;
   while (!qp.fetched.empty()) {
-    InflightMsg m;
-    m.w = qp.fetched.front();
+    // Built in its slot: a WQE is hundreds of bytes (inline data, SGEs), copied once.
+    InflightMsg& m = qp.inflight.push_back_slot();
+    m.start(qp.fetched.front(), qp.next_psn);
     qp.fetched.pop_front();
     ++wqes_;
-    m.first_psn = qp.next_psn;
     wire::MessageKind kind;
     if (m.w.op == hw::WqeOpcode::RdmaRead) {
       m.npkts = wire::plan_segments(wire::MessageKind::ReadResponse, m.w.length, mtu).num_packets;
@@ -222,7 +222,6 @@ void Requester::decode(QpContext& qp) {
     } else if (is_atomic(m.w.op) && m.w.nsge == 1 && m.w.length == 8) {
       m.npkts = 1;
     } else {
-      qp.inflight.push_back(m);
       HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn,
                    TraceFields().set_wqe(m.w.index).set_flag(kTfError), "WQE %u: unsupported opcode 0x%02x",
                    m.w.index, unsigned(m.w.op));
@@ -239,7 +238,6 @@ void Requester::decode(QpContext& qp) {
                  TraceFields().set_wqe(m.w.index).set_count(m.npkts).set_psn_range(m.first_psn, psn_last),
                  "WQE %u %s: %u packet(s) at MTU %u, PSN %u..%u", m.w.index, wqe_opcode_name(m.w.op), m.npkts,
                  mtu, m.first_psn, psn_last);
-    qp.inflight.push_back(m);
     any = true;
   }
   if (any) schedule(qp, Stage::Tx, now_ps() + u_.prof.wqe_decode_ps);
@@ -278,8 +276,7 @@ bool Requester::transport_allows(QpContext& qp, InflightMsg& m, uint32_t mtu) {
   if (!why) return true;
   // It completes in error in its turn, after every earlier message (local_fail).
   m.npkts = 0;
-  qp.inflight.push_back(m);
-  local_fail(qp, qp.inflight[qp.inflight.size() - 1], status, why);
+  local_fail(qp, m, status, why);
   return false;
 }
 

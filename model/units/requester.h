@@ -57,7 +57,8 @@ class Requester {
   };
   void run(Job& job);
   void schedule(QpContext& qp, Stage stage, uint64_t at_ps, uint32_t psn = 0);
-  /** @brief Whether @p m may be sent on @p qp's transport (UD: one SEND of at most an MTU). */
+  /** @brief Whether @p m (the newest in flight) may be sent on @p qp's transport (UD: one SEND
+   *  of at most an MTU); if not, it is set to fail in its turn. */
   bool transport_allows(QpContext& qp, InflightMsg& m, uint32_t mtu);
   /** @brief Execute a bind or local invalidate WQE in its turn; false after failing it. */
   bool memory_op(QpContext& qp, InflightMsg& m);
