@@ -331,11 +331,15 @@ TEST(Collectives, TuningsSwitchWhereTheyWereMeasured) {
   EXPECT_EQ(autoBroadcast(size_t(1) << 20, 8, Tuning::Software), BroadcastAlgorithm::OneToAll);
   EXPECT_EQ(autoBroadcast(size_t(2) << 20, 8, Tuning::Software), BroadcastAlgorithm::ScatterAllgather);
   EXPECT_EQ(autoBroadcast(size_t(64) << 20, 2, Tuning::Hardware), BroadcastAlgorithm::OneToAll);
-  // Barrier: one round up to 8 ranks in hardware, to 4 in software; then the tree, then
-  // dissemination.
+  // Barrier: one round up to 8 ranks in hardware, to 4 in software while busy-polling (2 while
+  // waiting for events); then the tree, then dissemination.
   EXPECT_EQ(autoBarrier(8, Tuning::Hardware), BarrierAlgorithm::AllToAll);
+  EXPECT_EQ(autoBarrier(8, Tuning::Hardware, PollMode::Event), BarrierAlgorithm::AllToAll);
   EXPECT_EQ(autoBarrier(8, Tuning::Software), BarrierAlgorithm::Tree);
   EXPECT_EQ(autoBarrier(4, Tuning::Software), BarrierAlgorithm::AllToAll);
+  EXPECT_EQ(autoBarrier(4, Tuning::Software, PollMode::Event), BarrierAlgorithm::Tree);
+  EXPECT_EQ(autoBarrier(3, Tuning::Software, PollMode::Event), BarrierAlgorithm::Tree);
+  EXPECT_EQ(autoBarrier(2, Tuning::Software, PollMode::Event), BarrierAlgorithm::AllToAll);
   EXPECT_EQ(autoBarrier(16, Tuning::Hardware), BarrierAlgorithm::Tree);
   EXPECT_EQ(autoBarrier(64, Tuning::Software), BarrierAlgorithm::Dissemination);
 }

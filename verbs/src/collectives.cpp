@@ -210,11 +210,15 @@ AllgatherAlgorithm autoAllgather(size_t bytes, int ranks) {
 // Barrier: all-to-all is one round of P(P-1) zero-byte writes, the tree two rounds of 2(P-1).
 // Hardware: one round wins up to 8 ranks (8 ranks: 1.3 us against the tree's 2.4 and Gloo's
 // all-to-all 1.7). Software: the tree's fewer writes win on 8 ranks (0.35..0.50 ms against
-// 0.52..0.84; Gloo's all-to-all 1.1..1.4), all-to-all on 4. Beyond 8 ranks the tree
+// 0.52..0.84; Gloo's all-to-all 1.1..1.4), all-to-all on 4 while the ranks busy-poll (rxe, 4
+// ranks: 0.46..0.53 ms against 0.53..1.04). Waiting for completion events there, every arrival
+// is a wake-up, and the tree gives a rank other than the root one instead of P-1 (rxe, 4
+// ranks: 1.25..1.48 ms against 1.80..2.05; 3 ranks not timed). Beyond 8 ranks the tree
 // (all-to-all's writes grow as P squared; not timed there), and beyond 32 dissemination (the
 // tree's root would take too many writes per barrier).
-BarrierAlgorithm autoBarrier(int ranks, Tuning t) {
-  if (ranks <= (t == Tuning::Software ? 4 : 8)) return BarrierAlgorithm::AllToAll;
+BarrierAlgorithm autoBarrier(int ranks, Tuning t, PollMode mode) {
+  const int one_round = t == Tuning::Hardware ? 8 : mode == PollMode::Event ? 2 : 4;
+  if (ranks <= one_round) return BarrierAlgorithm::AllToAll;
   return ranks <= 32 ? BarrierAlgorithm::Tree : BarrierAlgorithm::Dissemination;
 }
 
@@ -448,7 +452,8 @@ Barrier::Barrier(Context& ctx, CollectiveOptions o) : impl_(std::make_unique<Imp
   impl_->ctx = &ctx;
   impl_->tag = ctx.nextTag();
   impl_->algo =
-      o.barrier == BarrierAlgorithm::Auto ? autoBarrier(ctx.size(), resolveTuning(o.tuning, ctx)) : o.barrier;
+      o.barrier == BarrierAlgorithm::Auto ? autoBarrier(ctx.size(), resolveTuning(o.tuning, ctx), ctx.device().mode())
+                                          : o.barrier;
   if (impl_->algo == BarrierAlgorithm::AllToAll && ctx.size() > 1)
     impl_->allToAll = makeAllToAllBarrier(ctx, impl_->tag, params(o, 0, DataType::Float));
   if (impl_->algo == BarrierAlgorithm::Tree && ctx.size() > 1)

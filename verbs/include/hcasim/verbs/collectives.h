@@ -141,8 +141,8 @@ AllreduceAlgorithm autoAllreduce(size_t bytes, int ranks, const CollectiveOption
 BroadcastAlgorithm autoBroadcast(size_t bytes, int ranks, Tuning t = Tuning::Hardware);
 /** @brief What Auto runs for an allgather whose output is @p bytes over @p ranks. */
 AllgatherAlgorithm autoAllgather(size_t bytes, int ranks);
-/** @brief What Auto runs for a barrier over @p ranks. */
-BarrierAlgorithm autoBarrier(int ranks, Tuning t = Tuning::Hardware);
+/** @brief What Auto runs for a barrier over @p ranks, its ranks waiting in @p mode. */
+BarrierAlgorithm autoBarrier(int ranks, Tuning t = Tuning::Hardware, PollMode mode = PollMode::BusyPoll);
 
 class Collective {
  public:
