@@ -451,9 +451,9 @@ struct Barrier::Impl {
 Barrier::Barrier(Context& ctx, CollectiveOptions o) : impl_(std::make_unique<Impl>()) {
   impl_->ctx = &ctx;
   impl_->tag = ctx.nextTag();
-  impl_->algo =
-      o.barrier == BarrierAlgorithm::Auto ? autoBarrier(ctx.size(), resolveTuning(o.tuning, ctx), ctx.device().mode())
-                                          : o.barrier;
+  impl_->algo = o.barrier == BarrierAlgorithm::Auto
+                    ? autoBarrier(ctx.size(), resolveTuning(o.tuning, ctx), ctx.device().mode())
+                    : o.barrier;
   if (impl_->algo == BarrierAlgorithm::AllToAll && ctx.size() > 1)
     impl_->allToAll = makeAllToAllBarrier(ctx, impl_->tag, params(o, 0, DataType::Float));
   if (impl_->algo == BarrierAlgorithm::Tree && ctx.size() > 1)
