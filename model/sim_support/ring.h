@@ -44,6 +44,8 @@ class Ring {
     return back();
   }
   T& back() { return (*this)[n_ - 1]; }
+  /** @brief Takes back the newest element (a slot filled in vain). */
+  void pop_back() { --n_; }
   void pop_front() {
     head_ = (head_ + 1) & (buf_.size() - 1);
     --n_;

@@ -170,12 +170,13 @@ void Requester::fetch(QpContext& qp) {
   uint64_t ready = now;
   uint32_t fetched = 0, read = 0;
   while (qp.sq_fetch != qp.sq_pi && qp.inflight.size() + qp.fetched.size() < 1024) {
-    SendWqe w;
+    SendWqe& w = qp.fetched.push_back_slot();  // decoded in place (the decoder resets it)
     uint32_t reads = 0;
     const bool pushed = take_pushed(qp, qp.sq_fetch);
     const uint32_t nbb = pushed ? u_.fetch.take_pushed_send(send_queue(qp), qp.sq_fetch, w)
                                 : u_.fetch.fetch_send(send_queue(qp), qp.sq_fetch, w, reads);
     if (nbb == 0) {
+      qp.fetched.pop_back();
       HCASIM_TRACE(u_.tracer, WqeFetch, Error, qp.qpc.qpn,
                    TraceFields().set_wqe(qp.sq_fetch).set_flag(kTfError), "WQE %u: fetch/decode fault",
                    qp.sq_fetch);
@@ -196,7 +197,6 @@ void Requester::fetch(QpContext& qp) {
                  pushed ? ", BlueFlame" : "", wqe_opcode_name(w.op), w.length, w.nsge,
                  w.is_inline ? " inline" : "", (w.flags & hw::kCtrlCqUpdate) ? " signaled" : " unsignaled",
                  (w.flags & hw::kCtrlSolicited) ? " solicited" : "", double(ready - now) / 1000.0);
-    qp.fetched.push_back(w);
     qp.sq_fetch = uint16_t(qp.sq_fetch + nbb);
     ++fetched;
   }
