@@ -361,8 +361,11 @@ static void run_scenario(struct host* a, struct host* b, int k, const struct sce
 
   const uintptr_t target = (uintptr_t)b->buf + WRITE_OFF;
   switch (s->fault) {
-    case BAD_LKEY: post_send(a, ida, a->mr->lkey ^ 0x100, MSG_SIZE, 0, 0, 1); break;
-    case BAD_RKEY: post_send(a, ida, a->mr->lkey, MSG_SIZE, target, b->mr->rkey ^ 0x100, 1); break;
+    /* A key is an index (bits 8-31) and a key byte. Changing the byte keeps the index, so the key
+     * names this region with the wrong byte and can never be valid; a flipped index bit could name
+     * the region registered just before or after it (ro_mr) with, by chance, the same byte. */
+    case BAD_LKEY: post_send(a, ida, a->mr->lkey ^ 0x80, MSG_SIZE, 0, 0, 1); break;
+    case BAD_RKEY: post_send(a, ida, a->mr->lkey, MSG_SIZE, target, b->mr->rkey ^ 0x80, 1); break;
     case MR_NO_REMOTE_WRITE: post_send(a, ida, a->mr->lkey, MSG_SIZE, target, b->ro_mr->rkey, 1); break;
     case QP_NO_REMOTE_WRITE: post_send(a, ida, a->mr->lkey, MSG_SIZE, target, b->mr->rkey, 1); break;
     case RECV_TOO_SMALL: post_send(a, ida, a->mr->lkey, LONG_SIZE, 0, 0, 1); break;
