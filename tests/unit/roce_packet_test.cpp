@@ -391,6 +391,18 @@ TEST(Icrc, MatchesScapyFrame) {
   EXPECT_EQ(stored_icrc(kScapyUcFrame, n), 0xf353f378u);
 }
 
+/// The ICRC of IPv4 frame @p f by one zlib call over its masked pseudo-packet (8 bytes of 0xFF
+/// for the LRH, then IP..payload with the variant fields set to 0xFF): an independent reference.
+uint32_t reference_icrc_v4(const std::vector<uint8_t>& f) {
+  std::vector<uint8_t> pseudo(8, 0xff);
+  pseudo.insert(pseudo.end(), f.begin() + kEthHeaderLen, f.end() - 4);
+  uint8_t* ip = pseudo.data() + 8;
+  ip[1] = ip[8] = ip[10] = ip[11] = 0xff;
+  ip[20 + 6] = ip[20 + 7] = 0xff;
+  ip[28 + 4] = 0xff;
+  return uint32_t(crc32(0L, pseudo.data(), static_cast<uInt>(pseudo.size())));
+}
+
 TEST(Icrc, SeedIsCrcOfMaskedLrh) {
   // The ICRC starts with 8 bytes of 0xFF for the LRH a RoCEv2 packet does not have.
   // Linux rxe starts from the raw (un-inverted) register 0xdebb20e3; zlib's view is its complement.
@@ -399,13 +411,18 @@ TEST(Icrc, SeedIsCrcOfMaskedLrh) {
   EXPECT_EQ(~0xdebb20e3u, 0x2144df1cu);
   // Whole-frame reference: one zlib call over the masked pseudo-packet must give the same ICRC.
   const auto f = build(sample_headers(BthOpcode::RDMA_WRITE_ONLY, false), make_payload(301));
-  std::vector<uint8_t> pseudo(ff, ff + 8);
-  pseudo.insert(pseudo.end(), f.begin() + kEthHeaderLen, f.end() - 4);
-  uint8_t* ip = pseudo.data() + 8;
-  ip[1] = ip[8] = ip[10] = ip[11] = 0xff;
-  ip[20 + 6] = ip[20 + 7] = 0xff;
-  ip[28 + 4] = 0xff;
-  EXPECT_EQ(crc32(0L, pseudo.data(), static_cast<uInt>(pseudo.size())), compute_icrc(f.data(), f.size() - 4));
+  EXPECT_EQ(reference_icrc_v4(f), compute_icrc(f.data(), f.size() - 4));
+}
+
+// Up to 256 bytes after the BTH the ICRC is one pass over a copy (headers and rest together),
+// beyond that two (the rest read in place): both sides of the switch, against the reference.
+TEST(Icrc, ShortAndLongFramesAgreeWithTheReference) {
+  for (size_t len = 0; len <= 300; ++len) {  // RETH (16) + payload + pad crosses 256 at ~240
+    const auto f = build(sample_headers(BthOpcode::RDMA_WRITE_ONLY, false), make_payload(len, uint8_t(len)));
+    ASSERT_EQ(compute_icrc(f.data(), f.size() - 4), reference_icrc_v4(f)) << "payload " << len;
+  }
+  const auto ack = build(sample_headers(BthOpcode::ACKNOWLEDGE, false), {});
+  EXPECT_EQ(compute_icrc(ack.data(), ack.size() - 4), reference_icrc_v4(ack));
 }
 
 TEST(Icrc, MasksExactlyTheVariantFields) {
