@@ -8,6 +8,8 @@
 #                       hcasim-device; doorbells and waits are messages, DMA crosses processes
 #   fabric, by address  the same with HCASIM_DMA_ARENA=0: the device reaches the driver's rings,
 #                       tables and doorbell records with process_vm_readv/writev too
+#   fabric, no read-ahead  the same with HCASIM_READ_AHEAD=0: one process_vm_readv per payload
+#                       instead of one per batch of posts (sim/fabric/client_reads.h)
 # then two processes (ib_write_bw server and client, its default 1 in 100 signaled) on a fabric,
 # with and without the shared arena, and sim_throughput (both QPs driven by the harness itself).
 # Prints messages per wall-second and the ratio to the in-process stream. Simulated-time figures
@@ -23,6 +25,8 @@ inproc=$(rate_of "$("$build/bin/hcasim" run --clock realtime -- "$build/bin/writ
 fab=$(rate_of "$("$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
       "$build/bin/write_stream" --ops "$ops")")
 fab0=$(rate_of "$(HCASIM_DMA_ARENA=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
+      "$build/bin/write_stream" --ops "$ops")")
+fabra=$(rate_of "$(HCASIM_READ_AHEAD=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
       "$build/bin/write_stream" --ops "$ops")")
 bw() {  # bw ARENA PORT: ib_write_bw pair on a fabric, messages per wall-second
   out=$(HCASIM_DMA_ARENA=$1 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p "$2" \
@@ -41,6 +45,7 @@ printf '  %-52s %20s  %5s\n' "" "" "ratio"
 row "in-process (write_stream)" "$inproc"
 row "fabric, one process (write_stream)" "$fab"
 row "fabric, one process, HCASIM_DMA_ARENA=0" "$fab0"
+row "fabric, one process, HCASIM_READ_AHEAD=0" "$fabra"
 row "fabric, two processes (ib_write_bw)" "$bw1"
 row "fabric, two processes, HCASIM_DMA_ARENA=0" "$bw0"
 row "in-process harness, lockstep (sim_throughput)" "$harness"

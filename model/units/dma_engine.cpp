@@ -8,7 +8,7 @@
 
 namespace hcasim::model {
 
-bool HostMemory::read(const uint8_t* hva, void* dst, uint64_t len) {
+bool HostMemory::read(const uint8_t* hva, void* dst, uint64_t len, ReadFor) {
   std::memcpy(dst, hva, len);
   return true;
 }
@@ -31,12 +31,12 @@ bool DmaEngine::peek(uint64_t iova, void* dst, uint64_t len) const {
   uint64_t contig = 0;
   uint8_t* hva = iommu_.lookup(iova, contig);
   if (!hva || contig < len) return false;
-  if (mem_) return mem_->read(hva, dst, len);
+  if (mem_) return mem_->read(hva, dst, len, ReadFor::Device);
   std::memcpy(dst, hva, len);
   return true;
 }
 
-bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what) {
+bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what, ReadFor why) {
   if (!posted_.empty()) land_overlapping(iova, len);
   HCASIM_TRACE(tracer_, Dma, DmaRead, qpn, TraceFields().set_addr(iova).set_count(uint32_t(len)),
                "%-10s iova=0x%" PRIx64 " len=%" PRIu64, what, iova, len);
@@ -48,7 +48,7 @@ bool DmaEngine::read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const
     if (!hva) return false;
     uint64_t n = contig < len - done ? contig : len - done;
     if (mem_) {
-      if (!mem_->read(hva, out + done, n)) return false;
+      if (!mem_->read(hva, out + done, n, why)) return false;
     } else if (n == 8 && (uintptr_t(hva) & 7) == 0) {
       // A doorbell record (or another word software updates with a release store): read it
       // as one acquire load, like the device's single PCIe read of it, so what software wrote

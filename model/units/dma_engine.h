@@ -22,11 +22,26 @@
 
 namespace hcasim::model {
 
+/**
+ * @brief What a DMA read fetches, which tells a device in another process whether it may serve
+ *        the read from a copy of the memory it made earlier.
+ */
+enum class ReadFor : uint8_t {
+  /** Bytes software may change at any moment (an RDMA READ or atomic target, a ring, a record). */
+  Device,
+  /**
+   * The payload of a posted send work request: software must not change it between posting and
+   * the completion (ibv_post_send(3)), so a copy made after the doorbell that announced it is
+   * as good as memory.
+   */
+  PostedPayload,
+};
+
 /** @brief How the device reaches the memory behind an IOVA mapping. Default: this process. */
 class HostMemory {
  public:
   virtual ~HostMemory() = default;
-  virtual bool read(const uint8_t* hva, void* dst, uint64_t len);
+  virtual bool read(const uint8_t* hva, void* dst, uint64_t len, ReadFor why);
   virtual bool write(uint8_t* hva, const void* src, uint64_t len);
 };
 
@@ -41,9 +56,11 @@ class DmaEngine {
 
   /**
    * @brief Read @p len bytes at @p iova; false on an IOMMU fault. Posted writes to those bytes
-   * land first: a PCIe read does not pass the writes issued before it.
+   * land first: a PCIe read does not pass the writes issued before it. @p why is passed to the
+   * HostMemory port; it changes nothing in the model.
    */
-  bool read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what);
+  bool read(uint64_t iova, void* dst, uint64_t len, uint32_t qpn, const char* what,
+            ReadFor why = ReadFor::Device);
   /**
    * @brief A posted write of payload: checked against the IOMMU now (false on a fault), its
    * bytes reach host memory, and so software, write_latency_ps(@p len) later, and no sooner

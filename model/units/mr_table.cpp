@@ -161,7 +161,7 @@ MrCheck MrTable::check(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, ui
 }
 
 template <bool kWrite>
-int MrTable::copy(uint32_t key, uint64_t va, uint8_t* buf, uint64_t len, uint32_t qpn) {
+int MrTable::copy(uint32_t key, uint64_t va, uint8_t* buf, uint64_t len, uint32_t qpn, ReadFor why) {
   MrEntry* found = resolve(key, va);
   if (!found) return -1;
   MrEntry& e = *found;
@@ -174,18 +174,19 @@ int MrTable::copy(uint32_t key, uint64_t va, uint8_t* buf, uint64_t len, uint32_
     reads += int(t.reads);
     uint64_t n = t.contiguous < len - done ? t.contiguous : len - done;
     bool ok = kWrite ? dma_.post_write(t.dma, buf + done, n, qpn, "payload")
-                     : dma_.read(t.dma, buf + done, n, qpn, "payload");
+                     : dma_.read(t.dma, buf + done, n, qpn, "payload", why);
     if (!ok) return -1;
     done += n;
   }
   return reads;
 }
 
-int MrTable::read(uint32_t key, uint64_t va, void* dst, uint64_t len, uint32_t qpn) {
-  return copy<false>(key, va, static_cast<uint8_t*>(dst), len, qpn);
+int MrTable::read(uint32_t key, uint64_t va, void* dst, uint64_t len, uint32_t qpn, ReadFor why) {
+  return copy<false>(key, va, static_cast<uint8_t*>(dst), len, qpn, why);
 }
 int MrTable::write(uint32_t key, uint64_t va, const void* src, uint64_t len, uint32_t qpn) {
-  return copy<true>(key, va, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)), len, qpn);
+  return copy<true>(key, va, const_cast<uint8_t*>(static_cast<const uint8_t*>(src)), len, qpn,
+                    ReadFor::Device);
 }
 
 }  // namespace hcasim::model

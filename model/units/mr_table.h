@@ -90,8 +90,11 @@ class MrTable {
   /** @brief Invalidate the type 2 window @p rkey (local invalidate, or SEND with invalidate on @p qpn). */
   MwOp invalidate(uint32_t rkey, uint32_t pdn, uint32_t qpn);
 
-  /** @brief Copy between the MR and a device buffer; returns PCIe reads spent walking tables, -1 on fault. */
-  int read(uint32_t key, uint64_t va, void* dst, uint64_t len, uint32_t qpn);
+  /**
+   * @brief Copy between the MR and a device buffer; returns PCIe reads spent walking tables, -1 on
+   * fault. @p why says what the read fetches (dma_engine.h).
+   */
+  int read(uint32_t key, uint64_t va, void* dst, uint64_t len, uint32_t qpn, ReadFor why = ReadFor::Device);
   int write(uint32_t key, uint64_t va, const void* src, uint64_t len, uint32_t qpn);
 
   uint64_t checks() const { return checks_; }
@@ -99,7 +102,7 @@ class MrTable {
 
  private:
   template <bool kWrite>
-  int copy(uint32_t key, uint64_t va, uint8_t* buf, uint64_t len, uint32_t qpn);
+  int copy(uint32_t key, uint64_t va, uint8_t* buf, uint64_t len, uint32_t qpn, ReadFor why);
   /** @brief Checks of @p key as a window key; on success @p mr_key / @p mr_va say where it lands. */
   MrCheck check_window(uint32_t key, uint32_t pdn, uint64_t va, uint64_t len, uint32_t access, uint32_t qpn,
                        uint32_t& mr_key, uint64_t& mr_va) const;

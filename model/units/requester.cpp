@@ -287,7 +287,7 @@ bool Requester::gather(QpContext& qp, const InflightMsg& m, uint32_t offset, uin
   }
   uint32_t left = 0;
   const bool ok = walk_sges(m.w.sge, m.w.nsge, offset, len, left, [&](const Sge& s, uint64_t va, uint32_t n) {
-    if (u_.mrs.read(s.lkey, va, dst, n, qp.qpc.qpn) < 0) return false;
+    if (u_.mrs.read(s.lkey, va, dst, n, qp.qpc.qpn, ReadFor::PostedPayload) < 0) return false;
     dst += n;
     return true;
   });

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "client_reads.h"
 #include "device_server.h"
 #include "engine.h"
 
@@ -63,8 +64,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   hcasim::sim::WorldConfig cfg;
-  std::string err;
-  if (!hcasim::sim::WorldConfig::from_env(cfg, err)) {
+  std::string err = hcasim::fabric::read_ahead_setting(opt.read_ahead);
+  if (!err.empty() || !hcasim::sim::WorldConfig::from_env(cfg, err)) {
     std::fprintf(stderr, "hcasim-device: %s\n", err.c_str());
     return 2;
   }

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "client_reads.h"
 #include "client_writes.h"
 #include "dma_arena.h"
 #include "engine.h"
@@ -53,6 +54,7 @@ struct DeviceServer::Host {
   bool left_reported = false;  ///< LEAVING came: what it left in flight is reported
   DmaWindow arena;             ///< the driver memory it shares (HELLO's memfd), if any
   ClientWrites gathered;       ///< payload writes not yet written into the process (client_writes.h)
+  ClientReads reads;           ///< payloads read ahead from the process (client_reads.h)
 };
 
 struct DeviceServer::Conn {
@@ -92,22 +94,34 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
   model::Hca* hca = nullptr;
   const DmaWindow* arena = &kNoArena;  ///< the host's shared DMA arena (dma_arena.h)
   ClientWrites* gathered = nullptr;    ///< the host's payload writes not yet written out
+  ClientReads* reads = nullptr;        ///< the host's payloads read ahead (client_reads.h)
+  bool read_ahead_on = true;           ///< DeviceOptions::read_ahead
   uint64_t shared = 0, vm_calls = 0;   ///< accesses through the arena / by process_vm_readv (and writev)
-  bool read(const uint8_t* hva, void* dst, uint64_t len) override {
+  uint64_t read_ahead = 0;             ///< payload reads served from what a process_vm_readv read ahead
+  bool read(const uint8_t* hva, void* dst, uint64_t len, model::ReadFor why) override {
     if (!pid) return gone();
-    if (const uint8_t* p = arena->find(uint64_t(uintptr_t(hva)), len)) {
+    const uint64_t at = uint64_t(uintptr_t(hva));
+    if (const uint8_t* p = arena->find(at, len)) {
       std::memcpy(dst, p, len);
       ++shared;
       return true;
     }
-    if (gathered->overlaps(uint64_t(uintptr_t(hva)), len) && !write_out()) return false;
+    const bool payload = why == model::ReadFor::PostedPayload && read_ahead_on;
+    if (payload && reads->find(at, dst, len)) {
+      ++read_ahead;
+      return true;
+    }
+    const uint64_t reach = payload ? reads->reach(len) : len;
+    if (gathered->overlaps(at, reach) && !write_out()) return false;
     ++vm_calls;
+    if (payload) return reads->fill(pid, at, dst, len) || (errno == ESRCH ? gone() : false);
     iovec local{dst, len}, remote{const_cast<uint8_t*>(hva), len};
     if (process_vm_readv(pid, &local, 1, &remote, 1, 0) == ssize_t(len)) return true;
     return errno == ESRCH ? gone() : false;
   }
   bool write(uint8_t* hva, const void* src, uint64_t len) override {
     if (!pid) return gone();
+    reads->update(uint64_t(uintptr_t(hva)), src, len);
     if (uint8_t* p = arena->find(uint64_t(uintptr_t(hva)), len)) {
       // A CQE or EQE: the payloads it reports are in memory first.
       if (!write_out()) return false;
@@ -269,6 +283,8 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
     s.mem.arena = &h.arena;
     s.mem.visible = &h.visible;
     s.mem.gathered = &h.gathered;
+    s.mem.reads = &h.reads;
+    s.mem.read_ahead_on = opt_.read_ahead;
     s.mem.hca = &hca;
     hca.port().set_up(true);
     Host* hp = &h;
@@ -362,6 +378,7 @@ void DeviceServer::host_gone(Host& h) {
   // killed process's memory is gone, and the reads below must find it so.
   unmap_client_arena(h.arena);
   h.gathered.clear();
+  h.reads.forget();
   // Without a LEAVING first (killed), the memory is gone: unsent and unacknowledged messages
   // are still reported, CQEs never polled cannot be counted.
   if (!h.left_reported) report_left_behind(h);
@@ -479,6 +496,11 @@ bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fd
 }
 
 bool DeviceServer::dispatch(Conn& c, const Msg& m) {
+  // A new work request reaches the device with a message, after its payload was written: what
+  // was read ahead of the process may be older (client_reads.h). A wait or a trace line posts
+  // nothing.
+  if (c.host >= 0 && m.r.type != MsgType::Wait && m.r.type != MsgType::Trace)
+    hosts_[size_t(c.host)]->reads.forget();
   switch (m.r.type) {
     case MsgType::Hello: return on_hello(c, m);
     case MsgType::Attach: return on_attach(c, m);
@@ -817,10 +839,11 @@ std::string DeviceServer::stats_tail_text() {
   s += "fabric DMA (accesses to client memory):\n";
   for (size_t i = 0; i < slots_.size(); ++i) {
     const RemoteMemory& m = slots_[i]->mem;
-    if (!m.shared && !m.vm_calls) continue;
+    if (!m.shared && !m.vm_calls && !m.read_ahead) continue;
     std::snprintf(line, sizeof line,
-                  "  %-16s %" PRIu64 " through shared memory, %" PRIu64 " by process_vm_readv/writev\n",
-                  world_.hca(i).identity().name.c_str(), m.shared, m.vm_calls);
+                  "  %-16s %" PRIu64 " through shared memory, %" PRIu64
+                  " by process_vm_readv/writev, %" PRIu64 " payload reads from copies read ahead\n",
+                  world_.hca(i).identity().name.c_str(), m.shared, m.vm_calls, m.read_ahead);
     s += line;
   }
   for (auto& h : hosts_) {

@@ -47,6 +47,7 @@ struct DeviceOptions {
   uint32_t hcas_per_host = 1;  ///< HCAs each host owns
   uint32_t quiet_us = 200;     ///< wall-time quiet period (see the file comment)
   int ready_fd = -1;           ///< written ("ready\n") and closed once the socket listens
+  bool read_ahead = true;      ///< payloads read ahead (client_reads.h); HCASIM_READ_AHEAD=0 turns it off
 };
 
 class DeviceServer {

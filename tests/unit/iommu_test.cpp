@@ -221,7 +221,7 @@ TEST(DmaEngine, ReleaseLastWritesEveryByte) {
 class ShadowMemory : public HostMemory {
  public:
   explicit ShadowMemory(uint8_t* base, std::vector<uint8_t>& shadow) : base_(base), shadow_(shadow) {}
-  bool read(const uint8_t* hva, void* dst, uint64_t len) override {
+  bool read(const uint8_t* hva, void* dst, uint64_t len, ReadFor) override {
     ++reads;
     std::memcpy(dst, shadow_.data() + (hva - base_), len);
     return true;
