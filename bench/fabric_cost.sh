@@ -10,6 +10,8 @@
 #                       tables and doorbell records with process_vm_readv/writev too
 #   fabric, no read-ahead  the same with HCASIM_READ_AHEAD=0: one process_vm_readv per payload
 #                       instead of one per batch of posts (sim/fabric/client_reads.h)
+#   fabric, no watching  the same with HCASIM_POLL_SPIN=0: every empty poll waits in the device
+#                       instead of first watching its progress page (docs/fabric.md, "Time")
 # then two processes (ib_write_bw server and client, its default 1 in 100 signaled) on a fabric,
 # with and without the shared arena, and sim_throughput (both QPs driven by the harness itself).
 # Prints messages per wall-second and the ratio to the in-process stream. Simulated-time figures
@@ -25,6 +27,8 @@ inproc=$(rate_of "$("$build/bin/hcasim" run --clock realtime -- "$build/bin/writ
 fab=$(rate_of "$("$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
       "$build/bin/write_stream" --ops "$ops")")
 fab0=$(rate_of "$(HCASIM_DMA_ARENA=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
+      "$build/bin/write_stream" --ops "$ops")")
+fabs=$(rate_of "$(HCASIM_POLL_SPIN=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
       "$build/bin/write_stream" --ops "$ops")")
 fabra=$(rate_of "$(HCASIM_READ_AHEAD=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
       "$build/bin/write_stream" --ops "$ops")")
@@ -46,6 +50,7 @@ row "in-process (write_stream)" "$inproc"
 row "fabric, one process (write_stream)" "$fab"
 row "fabric, one process, HCASIM_DMA_ARENA=0" "$fab0"
 row "fabric, one process, HCASIM_READ_AHEAD=0" "$fabra"
+row "fabric, one process, HCASIM_POLL_SPIN=0" "$fabs"
 row "fabric, two processes (ib_write_bw)" "$bw1"
 row "fabric, two processes, HCASIM_DMA_ARENA=0" "$bw0"
 row "in-process harness, lockstep (sim_throughput)" "$harness"

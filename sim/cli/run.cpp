@@ -144,6 +144,7 @@ int check_run(RunRequest& r) {
   // Read by the programs' drop-in library (fabric client); checked here so nothing starts with it wrong.
   bool arena = true;
   if (const std::string err = fabric::dma_arena_setting(arena); !err.empty()) return fail("%s", err.c_str());
+  if (const std::string err = fabric::poll_spin_setting(arena); !err.empty()) return fail("%s", err.c_str());
   if (!r.join.empty() && !r.so.env.empty())
     return fail(
         "run --join: simulation options (trace, profile, ...) are the fabric's: give them to `hcasim fabric "

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -43,6 +44,11 @@ class FabricClient {
   /** @brief A message without a reply. */
   bool post(MsgType type, const void* a, size_t alen, const void* b = nullptr, size_t blen = 0);
   bool wait_progress();
+  /**
+   * @brief Realtime: watch the arena's progress word for up to this thread's spin budget; true
+   * if the device wrote something meanwhile. The budget follows what spinning finds (see .cpp).
+   */
+  bool spin_for_progress();
   /** @brief Note the interrupt counts of a reply and run the handlers of the HCAs that fired. */
   void take_irqs(const WaitReply& r);
   int activity_fd() const { return activity_fd_; }
@@ -61,7 +67,7 @@ class FabricClient {
   bool arena_free(uint8_t* p, uint64_t bytes) { return arena_.free(p, bytes); }
 
  private:
-  /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0; false (said why) on a bad setting. */
+  /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0, and HCASIM_POLL_SPIN; false (said why) on a bad setting. */
   bool open_arena();
   struct ThreadConn {
     int fd = -1;
@@ -91,11 +97,15 @@ class FabricClient {
   uint64_t isr_seen_[kMaxHcasPerHost] = {};                 ///< interrupt counts already handled (isr_mu_)
   std::atomic<uint64_t> irq_counts_[kMaxHcasPerHost] = {};  ///< latest counts from the device
   DmaArena arena_;  ///< rings, tables and doorbell records the device reads without a system call
+  const ArenaProgress* progress_ = nullptr;  ///< the arena's first page (dma_arena.h), if shared
+  bool spin_ = true;                          ///< HCASIM_POLL_SPIN
 };
 
 /// Room for this process's rings, buffer tables and doorbell records (reserved; pages are
 /// committed as they are used). When it is full, the rest comes from ordinary memory.
 constexpr uint64_t kArenaBytes = 256ull << 20;
+/// The arena's first page: the device's progress word (ArenaProgress).
+constexpr uint64_t kProgressBytes = 4096;
 
 /** @brief One HCA of this host, reached through the device process. */
 class RemoteLink : public drv::HcaLink {
@@ -231,7 +241,9 @@ bool FabricClient::join() {
 
 bool FabricClient::open_arena() {
   bool on = true;
-  if (const std::string err = dma_arena_setting(on); !err.empty()) {
+  std::string err = dma_arena_setting(on);
+  if (err.empty()) err = poll_spin_setting(spin_);
+  if (!err.empty()) {
     std::fprintf(stderr, "hcasim: %s\n", err.c_str());
     return false;
   }
@@ -239,6 +251,8 @@ bool FabricClient::open_arena() {
     // Not fatal: the device reaches the same memory by address, only more slowly.
     std::fprintf(stderr, "hcasim: no memory shared with the device (%s); its DMA goes by address\n",
                  std::strerror(errno));
+  } else if (on && arena_.alloc(kProgressBytes) == arena_.base()) {
+    progress_ = reinterpret_cast<const ArenaProgress*>(arena_.base());
   }
   return true;
 }
@@ -344,16 +358,57 @@ void FabricClient::run_isrs(const uint64_t* counts) {
   }
 }
 
+namespace {
+/// The longest an empty poll watches the progress word before it waits in the device.
+constexpr uint64_t kMaxSpinNs = 1'000'000;
+/// This thread's spin budget. A spin that finds nothing halves it (a program waiting on a slow
+/// peer soon just sleeps in the device); a wait in the device that ended with progress sets it
+/// to twice that wait (at most kMaxSpinNs): spinning that long would have seen it sooner.
+thread_local uint64_t t_spin_ns = 100'000;
+/// The host's count of device writes and interrupts as of this thread's last return from
+/// wait_progress(): its caller looked after that, so only a later change is news to it.
+thread_local uint64_t t_seen = 0;
+}  // namespace
+
+bool FabricClient::spin_for_progress() {
+  if (!progress_) return false;
+  const uint64_t now_seen = __atomic_load_n(&progress_->visible, __ATOMIC_ACQUIRE);
+  if (now_seen != t_seen) {  // it landed after the caller's last look: look again
+    t_seen = now_seen;
+    return true;
+  }
+  if (!spin_ || !__atomic_load_n(&progress_->realtime, __ATOMIC_RELAXED) || t_spin_ns < 1000) return false;
+  const uint64_t until = sim::mono_now_ns() + t_spin_ns;
+  for (uint32_t i = 1;; ++i) {
+    t_seen = __atomic_load_n(&progress_->visible, __ATOMIC_ACQUIRE);
+    if (t_seen != now_seen) return true;
+    if (i % 256) continue;
+    if (sim::mono_now_ns() >= until) break;
+    // Every few microseconds: a program spinning on a machine with fewer cores than programs
+    // gives way.
+    if (i % 2048 == 0) std::this_thread::yield();
+  }
+  t_spin_ns /= 2;
+  return false;
+}
+
 bool FabricClient::wait_progress() {
+  // Realtime: a program polling real hardware sees a CQE the moment it lands; a wait in the
+  // device costs it a wake-up (tens of microseconds here) after the device's reply.
+  if (spin_for_progress()) return true;
+  const WaitMsg m{t_seen};
   WaitReply r{};
-  if (!call(MsgType::Wait, nullptr, 0, nullptr, 0, &r, sizeof r)) {
+  const uint64_t asked = sim::mono_now_ns();
+  if (!call(MsgType::Wait, &m, sizeof m, nullptr, 0, &r, sizeof r)) {
     // Without the device nothing will ever complete; do not let a poll loop spin a core.
     usleep(1000);
     return false;
   }
+  t_seen = r.visible;
   // The interrupts this wait saw are handled before it returns, so the caller's re-check sees
   // their effect (a readable completion channel).
   take_irqs(r);
+  if (r.progress) t_spin_ns = std::min(kMaxSpinNs, std::max(t_spin_ns, 2 * (sim::mono_now_ns() - asked)));
   return r.progress != 0;
 }
 

@@ -131,7 +131,7 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
       gathered->add(uint64_t(uintptr_t(hva)), src, len);
       if (gathered->full() && !write_out()) return false;
     }
-    ++*visible;
+    publish_progress(*arena, ++*visible, sim::Engine::instance().realtime());
     return true;
   }
   /** @brief Write the host's gathered payloads out now; false (port down) if the process is gone. */
@@ -292,7 +292,7 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
     hca.set_irq_handler([hp, sp](uint32_t) {
       sp->mem.write_out();  // what the interrupt announces is in memory before it
       ++sp->irqs;
-      ++hp->visible;
+      publish_progress(hp->arena, ++hp->visible, sim::Engine::instance().realtime());
       const uint64_t one = 1;
       if (write(hp->irq_fd, &one, sizeof one) < 0) { /* counter saturated: already pending */
       }
@@ -347,6 +347,7 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
     return refuse(err, why);
   }
   h->arena = arena;
+  publish_progress(h->arena, h->visible, sim::Engine::instance().realtime());
   h->alive = true;
   h->pid = c.pid;
   h->token = (next_token_ += 0x9e3779b97f4a7c15ull);
@@ -514,7 +515,7 @@ bool DeviceServer::dispatch(Conn& c, const Msg& m) {
     case MsgType::Leaving: return on_leaving(c);
     case MsgType::Map:
     case MsgType::Unmap: return on_map(c, m);
-    case MsgType::Wait: return on_wait(c);
+    case MsgType::Wait: return on_wait(c, m);
     case MsgType::Trace: return on_trace(c, m);
   }
   return bad(c, "unknown message type");  // check_request let none through
@@ -539,8 +540,11 @@ bool DeviceServer::on_attach(Conn& c, const Msg& m) {
   if (r.status != 0)
     return bad(c, "ATTACH for thread " + std::to_string(am.tid) + ", which is not a thread of the process");
   auto& e = sim::Engine::instance();
-  if (++attached_ == 2 && e.clock_requested() == sim::ClockMode::Auto)
+  if (++attached_ == 2 && e.clock_requested() == sim::ClockMode::Auto) {
     e.go_realtime("a second program thread or process uses the fabric");
+    for (auto& x : hosts_)  // their empty polls may spin from now on (ArenaProgress)
+      if (x->alive) publish_progress(x->arena, x->visible, true);
+  }
   return true;
 }
 
@@ -681,10 +685,10 @@ bool DeviceServer::on_map(Conn& c, const Msg& m) {
   return true;
 }
 
-bool DeviceServer::on_wait(Conn& c) {
+bool DeviceServer::on_wait(Conn& c, const Msg& m) {
   c.waiting = true;
   c.wait_start_ps = sim::Engine::instance().now_ps();
-  c.wait_visible = hosts_[size_t(c.host)]->visible;
+  c.wait_visible = m.r.wait.seen;  // what landed since the program looked is answered at once
   c.wait_since_ns = c.last_msg_ns;
   c.wait_wall_ns = sim::Engine::mono_ns();
   return true;
@@ -707,10 +711,12 @@ void DeviceServer::send_irqs(Conn& c, MsgType type, bool progress) {
   r.progress = progress ? 1 : 0;
   for (uint32_t i = 0; i < opt_.hcas_per_host; ++i)
     r.irqs[i] = slots_[size_t(c.host) * opt_.hcas_per_host + i]->irqs;
+  r.visible = hosts_[size_t(c.host)]->visible;
   reply(c, type, &r, sizeof r);
 }
 
 void DeviceServer::reply_wait(Conn& c, bool progress) {
+  ++(progress ? waits_news_ : waits_none_);
   c.waiting = false;
   c.last_msg_ns = sim::Engine::mono_ns();  // it is about to act on what it sees: let it, before time moves on
   send_irqs(c, MsgType::Wait, progress);
@@ -836,6 +842,10 @@ std::string DeviceServer::stats_tail_text() {
                 " time(s) a wait moved time on past a program thread not yet quiet (held %" PRIu64 " ms)\n",
                 forced_moves_, kMaxHoldNs / 1'000'000);
   std::string s = sim::Engine::instance().realtime() && !forced_moves_ ? "" : line;
+  std::snprintf(line, sizeof line,
+                "fabric waits: %" PRIu64 " answered with something new for the program, %" PRIu64 " without\n",
+                waits_news_, waits_none_);
+  s += line;
   s += "fabric DMA (accesses to client memory):\n";
   for (size_t i = 0; i < slots_.size(); ++i) {
     const RemoteMemory& m = slots_[i]->mem;

@@ -100,7 +100,7 @@ class DeviceServer {
   bool on_command(Conn& c, const Msg& m);
   bool on_doorbell(Conn& c, const Msg& m);
   bool on_map(Conn& c, const Msg& m);
-  bool on_wait(Conn& c);
+  bool on_wait(Conn& c, const Msg& m);
   bool on_trace(Conn& c, const Msg& m);
   /** @brief Log why @p c is disconnected (one line naming its host and pid); returns false. */
   static bool bad(const Conn& c, const std::string& why);
@@ -152,6 +152,8 @@ class DeviceServer {
   uint32_t attached_ = 0;       ///< connections ever attached (auto clock: the second goes realtime)
   bool said_no_watch_ = false;  ///< the device said once that it cannot watch program threads
   uint64_t forced_moves_ = 0;   ///< lockstep: waits that moved time on past a held thread (kMaxHoldNs)
+  uint64_t waits_news_ = 0;     ///< WAITs answered because the host saw something new
+  uint64_t waits_none_ = 0;     ///< WAITs answered without (time limit, nothing pending)
 };
 
 }  // namespace hcasim::fabric

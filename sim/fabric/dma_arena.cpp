@@ -25,6 +25,15 @@ std::string dma_arena_setting(bool& on) {
          ": expected 0 (the device reaches driver memory by address) or 1 (shared, the default)";
 }
 
+std::string poll_spin_setting(bool& on) {
+  const char* v = std::getenv("HCASIM_POLL_SPIN");
+  on = !v || std::strcmp(v, "0") != 0;
+  if (!v || !std::strcmp(v, "0") || !std::strcmp(v, "1")) return "";
+  return std::string("HCASIM_POLL_SPIN=") + v +
+         ": expected 0 (an empty poll always waits in the device) or 1 (it first watches the device's "
+         "progress, the default)";
+}
+
 DmaArena::~DmaArena() {
   if (base_) munmap(base_, size_);
   if (fd_ >= 0) ::close(fd_);

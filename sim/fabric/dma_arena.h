@@ -31,6 +31,27 @@ namespace hcasim::fabric {
  */
 std::string dma_arena_setting(bool& on);
 
+/**
+ * @brief The first page of a client's arena: what the device tells the program without a
+ * message. The client takes the page for it before anything else (it is never a ring); the
+ * device writes it, with release stores, whenever it writes into the host's memory or raises
+ * one of its interrupts, and the program reads it (acquire) to see that something changed.
+ */
+struct ArenaProgress {
+  uint64_t visible;   ///< device writes into the host's memory and its interrupts, all time
+  uint32_t realtime;  ///< 1 once the fabric runs the realtime clock (an empty poll may spin)
+  uint32_t pad;
+};
+
+/**
+ * @brief HCASIM_POLL_SPIN as set in the environment: "1" or unset lets an empty poll watch the
+ * arena's progress page for a while in the realtime clock, "0" sends every empty poll to wait
+ * in the device (for measuring what watching saves). Returns "" and sets @p on, or a message
+ * naming the variable and its values. The CLI checks it before anything runs; the client
+ * library reads it the same way.
+ */
+std::string poll_spin_setting(bool& on);
+
 /** @brief Client side: a memfd-backed pool of zeroed pages, shared with the device. */
 class DmaArena {
  public:
@@ -71,6 +92,14 @@ struct DmaWindow {
     return local && at >= hva && n <= len && at - hva <= len - n ? local + (at - hva) : nullptr;
   }
 };
+
+/** @brief Device side: publish @p visible and the clock in @p w's progress page (no window: nothing). */
+inline void publish_progress(const DmaWindow& w, uint64_t visible, bool realtime) {
+  if (!w.local) return;
+  auto* p = reinterpret_cast<ArenaProgress*>(w.local);
+  __atomic_store_n(&p->realtime, realtime ? 1u : 0u, __ATOMIC_RELAXED);
+  __atomic_store_n(&p->visible, visible, __ATOMIC_RELEASE);
+}
 
 /**
  * @brief Device side: map the arena memfd @p fd that process @p pid says it has at @p hva,

@@ -35,9 +35,10 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 7;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
+constexpr uint32_t kProtocolVersion = 8;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
                                           // 4: HelloReply::driver_trace bits; 5: CommandReply;
-                                          // 6: HelloMsg's DMA arena; 7: AttachMsg's thread
+                                          // 6: HelloMsg's DMA arena; 7: AttachMsg's thread;
+                                          // 8: WaitMsg, WaitReply::visible, the arena's progress page
 /** @brief HelloReply::driver_trace: the device wants the driver's error events / all its others. */
 constexpr uint8_t kDriverTraceErrors = 1, kDriverTraceOthers = 2;
 /** @brief Most HCAs one host may own. */
@@ -52,7 +53,7 @@ enum class MsgType : uint32_t {
   Doorbell,      ///< UAR store. No reply.
   Map,           ///< IOMMU map. Reply: Status.
   Unmap,         ///< IOMMU unmap. Reply: Status.
-  Wait,          ///< the program waits: advance simulated time. Reply: WaitReply.
+  Wait,          ///< the program waits: advance simulated time. WaitMsg. Reply: WaitReply.
   Trace,         ///< a driver-side trace line. No reply.
   Control,       ///< simulator control API (sim_control.h). Reply: ControlReply.
   Status,        ///< `hcasim fabric status`. Reply: text.
@@ -121,10 +122,19 @@ struct MapMsg {
   uint32_t rsvd;
   uint64_t iova, hva, len;
 };
+/**
+ * @brief WAIT: the program found nothing new. Answered as soon as the host's count of device
+ * writes and interrupts differs from @p seen, so that what landed between the program's last
+ * look and this message's arrival is not waited for again.
+ */
+struct WaitMsg {
+  uint64_t seen;  ///< the count the program has seen (the last WaitReply::visible, or the arena's)
+};
 struct WaitReply {
   uint8_t progress;  ///< 1: something ran (re-check); 0: nothing is pending anywhere
   uint8_t rsvd[7];
   uint64_t irqs[kMaxHcasPerHost];  ///< interrupts raised so far per HCA of the host
+  uint64_t visible;                ///< the host's count of device writes and interrupts, now
 };
 struct TraceMsg {
   uint32_t hca;

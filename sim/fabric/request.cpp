@@ -37,7 +37,8 @@ size_t payload_size(MsgType t) {
     case MsgType::Unmap: return sizeof(MapMsg);
     case MsgType::Trace: return sizeof(TraceMsg);
     case MsgType::Control: return sizeof(ControlMsg);
-    default: return 0;  // WAIT, STATUS, STOP, LEAVING
+    case MsgType::Wait: return sizeof(WaitMsg);
+    default: return 0;  // STATUS, STOP, LEAVING
   }
 }
 
@@ -118,6 +119,7 @@ std::string decode(MsgType t, const uint8_t* p, size_t len, const ConnState& c, 
       out.text_len = len - sizeof out.trace;
       break;
     case MsgType::Control: take(out.control); break;
+    case MsgType::Wait: take(out.wait); break;
     default: break;
   }
   const uint32_t hca = out.hca();

@@ -44,6 +44,7 @@ struct Request {
   MapMsg map{};                ///< MAP, UNMAP
   TraceMsg trace{};            ///< TRACE: the fixed part
   ControlMsg control{};        ///< CONTROL
+  WaitMsg wait{};              ///< WAIT
   const char* text = nullptr;  ///< TRACE: the line's text (not NUL-terminated)
   size_t text_len = 0;         ///< TRACE: its length
   /** @brief The HCA index (on the host) the request names; 0 for types that name none. */

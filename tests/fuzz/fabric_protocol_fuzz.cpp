@@ -73,7 +73,7 @@ void check_accepted(const MsgHeader& h, uint32_t nfds, const ConnState& c, const
       FUZZ_CHECK(uint32_t(r.control.op) >= 1 && uint32_t(r.control.op) <= 4, "control op %u",
                  unsigned(r.control.op));
       break;
-    case MsgType::Wait:
+    case MsgType::Wait: FUZZ_CHECK(h.len == sizeof(WaitMsg), "WAIT with %u payload bytes", h.len); break;
     case MsgType::Status:
     case MsgType::Stop:
     case MsgType::Leaving: FUZZ_CHECK(h.len == 0, "type %u with %u payload bytes", t, h.len); break;

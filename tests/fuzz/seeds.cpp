@@ -195,6 +195,7 @@ void fabric_protocol(const fs::path& dir) {
   const fabric::DoorbellMsg sq{0, hw::kUarSqDoorbell, uint64_t(0x010011) << 32 | 1};
   const fabric::DoorbellMsg arm{0, hw::kUarCqArm, 1};
   const fabric::MapMsg map{0, 0, 0x100000, 0x7f0000001000, 8192};
+  const fabric::WaitMsg wait{0};
   fabric::TraceMsg tr{};
   tr.kind = trace::TraceKind::Post;
   std::vector<uint8_t> trace(sizeof tr + 12);
@@ -211,15 +212,16 @@ void fabric_protocol(const fs::path& dir) {
             .msg(MsgType::Doorbell, &sq)
             .msg(MsgType::DoorbellSync, &arm)
             .msg(MsgType::DoorbellIrqs, &sq)
-            .empty(MsgType::Wait)
+            .msg(MsgType::Wait, &wait)
             .msg(MsgType::Trace, trace.data(), trace.size())
             .msg(MsgType::Unmap, &map)
             .empty(MsgType::Leaving)
             .bytes());
   const fabric::AttachMsg attach{2, 0x1234, 0};
   const fabric::DoorbellMsg sq2{1, hw::kUarSqDoorbell, uint64_t(0x050011) << 32};  // host 2, HCA 1 of 2
-  write(dir, "attach_thread",
-        Stream(2).msg(MsgType::Attach, &attach).msg(MsgType::Doorbell, &sq2).empty(MsgType::Wait).bytes());
+  write(
+      dir, "attach_thread",
+      Stream(2).msg(MsgType::Attach, &attach).msg(MsgType::Doorbell, &sq2).msg(MsgType::Wait, &wait).bytes());
   fabric::ControlMsg ctl{};
   ctl.op = fabric::ControlOp::Counter;
   std::strcpy(ctl.device, "hcasim0");
