@@ -67,7 +67,8 @@ class FabricClient {
   bool arena_free(uint8_t* p, uint64_t bytes) { return arena_.free(p, bytes); }
 
  private:
-  /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0, and HCASIM_POLL_SPIN; false (said why) on a bad setting. */
+  /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0, and HCASIM_POLL_SPIN; false (said why) on a bad
+   * setting. */
   bool open_arena();
   struct ThreadConn {
     int fd = -1;
@@ -98,7 +99,7 @@ class FabricClient {
   std::atomic<uint64_t> irq_counts_[kMaxHcasPerHost] = {};  ///< latest counts from the device
   DmaArena arena_;  ///< rings, tables and doorbell records the device reads without a system call
   const ArenaProgress* progress_ = nullptr;  ///< the arena's first page (dma_arena.h), if shared
-  bool spin_ = true;                          ///< HCASIM_POLL_SPIN
+  bool spin_ = true;                         ///< HCASIM_POLL_SPIN
 };
 
 /// Room for this process's rings, buffer tables and doorbell records (reserved; pages are

@@ -843,7 +843,8 @@ std::string DeviceServer::stats_tail_text() {
                 forced_moves_, kMaxHoldNs / 1'000'000);
   std::string s = sim::Engine::instance().realtime() && !forced_moves_ ? "" : line;
   std::snprintf(line, sizeof line,
-                "fabric waits: %" PRIu64 " answered with something new for the program, %" PRIu64 " without\n",
+                "fabric waits: %" PRIu64 " answered with something new for the program, %" PRIu64
+                " without\n",
                 waits_news_, waits_none_);
   s += line;
   s += "fabric DMA (accesses to client memory):\n";
