@@ -12,8 +12,11 @@
 #                       instead of one per batch of posts (sim/fabric/client_reads.h)
 #   fabric, no watching  the same with HCASIM_POLL_SPIN=0: every empty poll waits in the device
 #                       instead of first watching its progress page (docs/fabric.md, "Time")
-# then two processes (ib_write_bw server and client, its default 1 in 100 signaled) on a fabric,
-# with and without the shared arena, and sim_throughput (both QPs driven by the harness itself).
+# then the same stream between two processes (write_stream --pair: sender and receiver, each
+# with its own HCA), which is what issue #17's fabric goal compares with the in-process stream,
+# then two processes of ib_write_bw (server and client, its default 1 in 100 signaled, one
+# doorbell per WRITE) with and without the shared arena, and sim_throughput (both QPs driven by
+# the harness itself).
 # Prints messages per wall-second and the ratio to the in-process stream. Simulated-time figures
 # are the same everywhere (one model); this is the simulator's own speed.
 set -eu
@@ -32,6 +35,10 @@ fabs=$(rate_of "$(HCASIM_POLL_SPIN=0 "$build/bin/hcasim" run --clock realtime --
       "$build/bin/write_stream" --ops "$ops")")
 fabra=$(rate_of "$(HCASIM_READ_AHEAD=0 "$build/bin/hcasim" run --clock realtime --fabric --hcas-per-host 2 -- \
       "$build/bin/write_stream" --ops "$ops")")
+pairdir=$(mktemp -d)
+pair=$(rate_of "$("$build/bin/hcasim" run -- "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role receiver \
+      ::: "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role sender)")
+rm -rf "$pairdir"
 bw() {  # bw ARENA PORT: ib_write_bw pair on a fabric, messages per wall-second
   out=$(HCASIM_DMA_ARENA=$1 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p "$2" \
         ::: "$here/../tests/fabric/wait-port" "$2" ib_write_bw -F -n "$ops" -s 64 -p "$2" localhost 2>&1)
@@ -51,6 +58,7 @@ row "fabric, one process (write_stream)" "$fab"
 row "fabric, one process, HCASIM_DMA_ARENA=0" "$fab0"
 row "fabric, one process, HCASIM_READ_AHEAD=0" "$fabra"
 row "fabric, one process, HCASIM_POLL_SPIN=0" "$fabs"
+row "fabric, two processes (write_stream --pair)" "$pair"
 row "fabric, two processes (ib_write_bw)" "$bw1"
 row "fabric, two processes, HCASIM_DMA_ARENA=0" "$bw0"
 row "in-process harness, lockstep (sim_throughput)" "$harness"

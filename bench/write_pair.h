@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace bench {
@@ -191,12 +193,21 @@ inline void post_signaled_write(Side& a, const Side& b, uint64_t wr_id = 0) {
   if (ibv_post_send(a.qp, &wr, &bad)) die("ibv_post_send");
 }
 
+/** @brief Where a stream's WRITEs go: a peer's registered buffer, in this process or another. */
+struct Target {
+  uint64_t addr = 0;
+  uint32_t rkey = 0;
+};
+
+/** @brief @p b's buffer as a target. */
+inline Target target_of(const Side& b) { return {uint64_t(uintptr_t(b.buf.data())), b.mr->rkey}; }
+
 /**
- * @brief Run @p ops RDMA WRITEs of @p size bytes from @p a to @p b, keeping @p window in flight,
- * posted in linked batches of 16, every @p signal_every-th signaled (a signaled CQE retires
- * every WR before it). Exits on any error; callers time it.
+ * @brief Run @p ops RDMA WRITEs of @p size bytes from @p a to @p t (a buffer as large as @p a's),
+ * keeping @p window in flight, posted in linked batches of 16, every @p signal_every-th signaled
+ * (a signaled CQE retires every WR before it). Exits on any error; callers time it.
  */
-inline void write_window(Side& a, Side& b, uint32_t size, uint64_t ops, uint32_t window,
+inline void write_window(Side& a, const Target& t, uint32_t size, uint64_t ops, uint32_t window,
                          uint32_t signal_every) {
   uint64_t posted = 0, done = 0;
   ibv_sge sge[16];
@@ -215,8 +226,8 @@ inline void write_window(Side& a, Side& b, uint32_t size, uint64_t ops, uint32_t
         wr[i].num_sge = 1;
         wr[i].opcode = IBV_WR_RDMA_WRITE;
         wr[i].send_flags = ((k + 1) % signal_every == 0 || k + 1 == ops) ? IBV_SEND_SIGNALED : 0;
-        wr[i].wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data() + off));
-        wr[i].wr.rdma.rkey = b.mr->rkey;
+        wr[i].wr.rdma.remote_addr = t.addr + off;
+        wr[i].wr.rdma.rkey = t.rkey;
         wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
       }
       ibv_send_wr* bad;
@@ -233,6 +244,68 @@ inline void write_window(Side& a, Side& b, uint32_t size, uint64_t ops, uint32_t
       done = wc[i].wr_id + 1;
     }
   }
+}
+
+/** @brief write_window() into @p b's buffer. */
+inline void write_window(Side& a, Side& b, uint32_t size, uint64_t ops, uint32_t window,
+                         uint32_t signal_every) {
+  write_window(a, target_of(b), size, ops, window, signal_every);
+}
+
+/** @brief What one side of a two-process pair tells the other (rendezvous through files). */
+struct Peer {
+  uint32_t qpn = 0, rkey = 0;
+  uint64_t addr = 0;
+  ibv_gid gid{};
+};
+
+/** @brief Whether @p path exists. */
+inline bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+/** @brief Wait up to @p seconds for @p path to exist; false if it does not. */
+inline bool await_file(const std::string& path, int seconds = 30) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!file_exists(path)) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+/** @brief Create @p path (empty) at once, as a whole: written aside, then renamed. */
+inline void touch_file(const std::string& path) {
+  std::ofstream(path + ".tmp").close();
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) die("rename");
+}
+
+/** @brief Write @p me to DIR/@p role (renamed into place, so a reader never sees half of it). */
+inline void publish_peer(const std::string& dir, const std::string& role, const Peer& me) {
+  const std::string path = dir + "/" + role;
+  {
+    std::ofstream f(path + ".tmp");
+    f << me.qpn << ' ' << me.rkey << ' ' << me.addr;
+    for (uint8_t b : me.gid.raw) f << ' ' << unsigned(b);
+    f << '\n';
+  }
+  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) die("rename");
+}
+
+/** @brief Read DIR/@p role once it exists; false (said why) if it does not come or cannot be read. */
+inline bool lookup_peer(const std::string& dir, const std::string& role, Peer& p) {
+  const std::string path = dir + "/" + role;
+  if (!await_file(path)) {
+    std::fprintf(stderr, "no %s after 30 s\n", path.c_str());
+    return false;
+  }
+  std::ifstream f(path);
+  f >> p.qpn >> p.rkey >> p.addr;
+  for (uint8_t& b : p.gid.raw) {
+    unsigned v = 0;
+    f >> v;
+    b = uint8_t(v);
+  }
+  if (!f) std::fprintf(stderr, "cannot parse %s\n", path.c_str());
+  return bool(f);
 }
 
 }  // namespace bench

@@ -41,45 +41,15 @@ constexpr auto kPatience = std::chrono::seconds(30);
   std::exit(1);
 }
 
-struct Peer {
-  uint32_t qpn = 0, rkey = 0;
-  uint64_t addr = 0;
-  ibv_gid gid{};
-};
-
-void publish(const std::string& dir, const char* role, const Peer& me) {
-  const std::string path = dir + "/" + role;
-  {
-    std::ofstream f(path + ".tmp");
-    f << me.qpn << ' ' << me.rkey << ' ' << me.addr;
-    for (uint8_t b : me.gid.raw) f << ' ' << unsigned(b);
-    f << '\n';
-  }
-  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) bench::die("rename");
-}
-
-bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+using bench::Peer;
 
 void await(const char* role, const std::string& path) {
-  const auto until = std::chrono::steady_clock::now() + kPatience;
-  while (!exists(path))
-    if (std::chrono::steady_clock::now() > until)
-      fail(role, "no " + path + " after 30 s");
-    else
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!bench::await_file(path)) fail(role, "no " + path + " after 30 s");
 }
 
 Peer lookup(const char* role, const std::string& dir, const char* other) {
-  await(role, dir + "/" + other);
-  std::ifstream f(dir + "/" + other);
   Peer p;
-  f >> p.qpn >> p.rkey >> p.addr;
-  for (uint8_t& b : p.gid.raw) {
-    unsigned v = 0;
-    f >> v;
-    b = uint8_t(v);
-  }
-  if (!f) fail(role, "cannot parse " + dir + "/" + other);
+  if (!bench::lookup_peer(dir, other, p)) fail(role, std::string("no usable ") + other + " file");
   return p;
 }
 
@@ -205,13 +175,8 @@ void check_reads(Host& h, const Peer& server) {
               kRounds * kBatch, reads, seen);
 }
 
-void touch(const std::string& path) {
-  std::ofstream(path + ".tmp").close();
-  if (std::rename((path + ".tmp").c_str(), path.c_str()) != 0) bench::die("rename");
-}
-
 void serve(Host& h, const std::string& dir) {
-  touch(dir + "/server.ready");
+  bench::touch_file(dir + "/server.ready");
   await("server", dir + "/client.wrote");
   auto* word = reinterpret_cast<std::atomic<uint64_t>*>(h.buf + kWordAt);
   for (uint64_t v = 1; v <= kLastValue; ++v) {
@@ -233,7 +198,7 @@ int main(int argc, char** argv) {
   const std::string dir = argv[2];
   Peer me;
   Host h = open_host(role, me);
-  publish(dir, role, me);
+  bench::publish_peer(dir, role, me);
   const Peer peer = lookup(role, dir, server ? "client" : "server");
   bench::connect_qp(h.qp, peer.gid, peer.qpn, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, 1);
   if (server) {
@@ -241,9 +206,9 @@ int main(int argc, char** argv) {
   } else {
     await(role, dir + "/server.ready");
     check_writes(h, peer);
-    touch(dir + "/client.wrote");
+    bench::touch_file(dir + "/client.wrote");
     check_reads(h, peer);
-    touch(dir + "/client.done");
+    bench::touch_file(dir + "/client.done");
   }
   ibv_destroy_qp(h.qp);
   ibv_dereg_mr(h.mr);
