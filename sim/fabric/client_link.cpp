@@ -363,8 +363,8 @@ namespace {
 /// The longest an empty poll watches the progress word before it waits in the device.
 constexpr uint64_t kMaxSpinNs = 1'000'000;
 /// This thread's spin budget. A spin that finds nothing halves it (a program waiting on a slow
-/// peer soon just sleeps in the device); a wait in the device that ended with progress sets it
-/// to twice that wait (at most kMaxSpinNs): spinning that long would have seen it sooner.
+/// peer soon just sleeps in the device); a wait in the device that ended with progress within
+/// kMaxSpinNs raises it to twice that wait: spinning that long would have seen it sooner.
 thread_local uint64_t t_spin_ns = 100'000;
 /// The host's count of device writes and interrupts as of this thread's last return from
 /// wait_progress(): its caller looked after that, so only a later change is news to it.
@@ -409,7 +409,8 @@ bool FabricClient::wait_progress() {
   // The interrupts this wait saw are handled before it returns, so the caller's re-check sees
   // their effect (a readable completion channel).
   take_irqs(r);
-  if (r.progress) t_spin_ns = std::min(kMaxSpinNs, std::max(t_spin_ns, 2 * (sim::mono_now_ns() - asked)));
+  const uint64_t waited = sim::mono_now_ns() - asked;
+  if (r.progress && waited < kMaxSpinNs) t_spin_ns = std::min(kMaxSpinNs, std::max(t_spin_ns, 2 * waited));
   return r.progress != 0;
 }
 
