@@ -361,10 +361,13 @@ void FabricClient::run_isrs(const uint64_t* counts) {
 
 namespace {
 /// The longest an empty poll watches the progress word before it waits in the device.
-constexpr uint64_t kMaxSpinNs = 1'000'000;
+constexpr uint64_t kMaxSpinNs = 20'000'000;
 /// This thread's spin budget. A spin that finds nothing halves it (a program waiting on a slow
-/// peer soon just sleeps in the device); a wait in the device that ended with progress within
-/// kMaxSpinNs raises it to twice that wait: spinning that long would have seen it sooner.
+/// peer soon just sleeps in the device); a wait in the device that ended with something new
+/// raises it to twice that wait (at most kMaxSpinNs): spinning that long would have seen it
+/// sooner. A realtime wait that sees nothing for 100 us ends without, so only a program whose
+/// device keeps producing (a stream) watches long; how long follows how fast this machine and
+/// build run the device, not a fixed guess.
 thread_local uint64_t t_spin_ns = 100'000;
 /// The host's count of device writes and interrupts as of this thread's last return from
 /// wait_progress(): its caller looked after that, so only a later change is news to it.
@@ -410,7 +413,7 @@ bool FabricClient::wait_progress() {
   // their effect (a readable completion channel).
   take_irqs(r);
   const uint64_t waited = sim::mono_now_ns() - asked;
-  if (r.progress && waited < kMaxSpinNs) t_spin_ns = std::min(kMaxSpinNs, std::max(t_spin_ns, 2 * waited));
+  if (r.progress) t_spin_ns = std::min(kMaxSpinNs, std::max(t_spin_ns, 2 * waited));
   return r.progress != 0;
 }
 
