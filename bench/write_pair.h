@@ -84,8 +84,12 @@ struct Side {
   ibv_gid gid;
 };
 
-/** @brief Open @p dev with a QP, a CQ (on a completion channel with @p channel) and a buffer. */
-inline void open_side(Side& s, ibv_device* dev, size_t bytes, bool channel = false) {
+/**
+ * @brief Open @p dev with a QP, a CQ (on a completion channel with @p channel) and a buffer
+ * registered with @p access.
+ */
+inline void open_side(Side& s, ibv_device* dev, size_t bytes, bool channel = false,
+                      unsigned access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) {
   s.ctx = ibv_open_device(dev);
   if (!s.ctx) die("ibv_open_device");
   s.pd = ibv_alloc_pd(s.ctx);
@@ -93,7 +97,7 @@ inline void open_side(Side& s, ibv_device* dev, size_t bytes, bool channel = fal
   if (channel && !s.ch) die("ibv_create_comp_channel");
   s.cq = ibv_create_cq(s.ctx, 1024, nullptr, s.ch, 0);
   s.buf.assign(bytes, 0x5a);
-  s.mr = ibv_reg_mr(s.pd, s.buf.data(), bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  s.mr = ibv_reg_mr(s.pd, s.buf.data(), bytes, int(access));
   ibv_qp_init_attr ia{};
   ia.send_cq = ia.recv_cq = s.cq;
   ia.qp_type = IBV_QPT_RC;

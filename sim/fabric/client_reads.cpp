@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 namespace hcasim::fabric {
@@ -15,14 +14,6 @@ constexpr uint64_t kPage = 4096;
 /** Remote ranges of one fill: a page each, so a read stops at the first unmapped page. */
 constexpr size_t kMaxPieces = ClientReads::kWindow / kPage + 3;
 }  // namespace
-
-std::string read_ahead_setting(bool& on) {
-  const char* v = std::getenv("HCASIM_READ_AHEAD");
-  on = !v || std::strcmp(v, "0") != 0;
-  if (!v || !std::strcmp(v, "0") || !std::strcmp(v, "1")) return "";
-  return std::string("HCASIM_READ_AHEAD=") + v +
-         ": expected 0 (each payload read on its own) or 1 (payloads read ahead, the default)";
-}
 
 bool ClientReads::find(uint64_t hva, void* dst, uint64_t len) {
   if (hva < base_ || hva - base_ > len_ || len > len_ - (hva - base_)) return false;

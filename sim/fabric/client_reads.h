@@ -27,17 +27,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 namespace hcasim::fabric {
-
-/**
- * @brief HCASIM_READ_AHEAD as set in the environment: "1" or unset reads payloads ahead, "0"
- * reads each payload on its own (to measure what reading ahead gains). Returns "" or why the
- * value is not accepted.
- */
-std::string read_ahead_setting(bool& on);
 
 class ClientReads {
  public:

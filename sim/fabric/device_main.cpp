@@ -13,8 +13,8 @@
 #include <cstring>
 #include <string>
 
-#include "client_reads.h"
 #include "device_server.h"
+#include "dma_arena.h"
 #include "engine.h"
 
 namespace {

@@ -17,21 +17,28 @@ namespace {
 constexpr uint64_t kPage = 4096;
 }
 
-std::string dma_arena_setting(bool& on) {
-  const char* v = std::getenv("HCASIM_DMA_ARENA");
+namespace {
+/** @brief A 0/1 switch @p name in the environment, unset = on; "" or why the value is refused. */
+std::string env_switch(const char* name, bool& on, const char* off_means, const char* on_means) {
+  const char* v = std::getenv(name);
   on = !v || std::strcmp(v, "0") != 0;
   if (!v || !std::strcmp(v, "0") || !std::strcmp(v, "1")) return "";
-  return std::string("HCASIM_DMA_ARENA=") + v +
-         ": expected 0 (the device reaches driver memory by address) or 1 (shared, the default)";
+  return std::string(name) + "=" + v + ": expected 0 (" + off_means + ") or 1 (" + on_means +
+         ", the default)";
+}
+}  // namespace
+
+std::string dma_arena_setting(bool& on) {
+  return env_switch("HCASIM_DMA_ARENA", on, "the device reaches driver memory by address", "shared");
 }
 
 std::string poll_spin_setting(bool& on) {
-  const char* v = std::getenv("HCASIM_POLL_SPIN");
-  on = !v || std::strcmp(v, "0") != 0;
-  if (!v || !std::strcmp(v, "0") || !std::strcmp(v, "1")) return "";
-  return std::string("HCASIM_POLL_SPIN=") + v +
-         ": expected 0 (an empty poll always waits in the device) or 1 (it first watches the device's "
-         "progress, the default)";
+  return env_switch("HCASIM_POLL_SPIN", on, "an empty poll always waits in the device",
+                    "it first watches the device's progress");
+}
+
+std::string read_ahead_setting(bool& on) {
+  return env_switch("HCASIM_READ_AHEAD", on, "each payload read on its own", "payloads read ahead");
 }
 
 DmaArena::~DmaArena() {

@@ -52,6 +52,13 @@ struct ArenaProgress {
  */
 std::string poll_spin_setting(bool& on);
 
+/**
+ * @brief HCASIM_READ_AHEAD as set in the environment (read by the device process): "1" or unset
+ * reads payloads ahead (client_reads.h), "0" reads each payload on its own (for measuring what
+ * reading ahead gains). Returns "" and sets @p on, or why the value is not accepted.
+ */
+std::string read_ahead_setting(bool& on);
+
 /** @brief Client side: a memfd-backed pool of zeroed pages, shared with the device. */
 class DmaArena {
  public:

@@ -53,41 +53,18 @@ Peer lookup(const char* role, const std::string& dir, const char* other) {
   return p;
 }
 
-struct Host {
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp = nullptr;
-  ibv_mr* mr = nullptr;
-  uint8_t* buf = nullptr;
-};
+using Host = bench::Side;
 
 Host open_host(const char* role, Peer& me) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (!list || n < 1) fail(role, "no RDMA device");
   Host h;
-  h.ctx = ibv_open_device(list[0]);
+  bench::open_side(h, list[0], kBytes, false,
+                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
   ibv_free_device_list(list);
-  if (!h.ctx) bench::die("ibv_open_device");
-  h.pd = ibv_alloc_pd(h.ctx);
-  h.cq = ibv_create_cq(h.ctx, 64, nullptr, nullptr, 0);
-  h.buf = static_cast<uint8_t*>(std::aligned_alloc(4096, kBytes));
-  std::memset(h.buf, 0, kBytes);
-  h.mr = ibv_reg_mr(h.pd, h.buf, kBytes,
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-  ibv_qp_init_attr ia{};
-  ia.send_cq = ia.recv_cq = h.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = 32;
-  ia.cap.max_recv_wr = 1;
-  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
-  h.qp = ibv_create_qp(h.pd, &ia);
-  if (!h.pd || !h.cq || !h.mr || !h.qp) bench::die("resources");
-  if (ibv_query_gid(h.ctx, 1, 1, &me.gid)) bench::die("ibv_query_gid");
-  me.qpn = h.qp->qp_num;
-  me.rkey = h.mr->rkey;
-  me.addr = uint64_t(uintptr_t(h.buf));
+  std::memset(h.buf.data(), 0, kBytes);
+  me = {h.qp->qp_num, h.mr->rkey, uint64_t(uintptr_t(h.buf.data())), h.gid};
   return h;
 }
 
@@ -124,7 +101,7 @@ void wait_one(const char* role, Host& h) {
 uint8_t pattern(int r, int i) { return uint8_t(1 + (r * kBatch + i) % 255); }
 
 void check_writes(Host& h, const Peer& server) {
-  uint8_t* src = h.buf;
+  uint8_t* src = h.buf.data();
   ibv_sge sge[kBatch];
   ibv_send_wr wr[kBatch];
   for (int r = 0; r < kRounds; ++r) {
@@ -144,7 +121,7 @@ void check_writes(Host& h, const Peer& server) {
     if (ibv_post_send(h.qp, wr, &bad)) bench::die("ibv_post_send");  // one doorbell for the batch
     wait_one("client", h);
   }
-  uint8_t* back = h.buf + 4096;
+  uint8_t* back = h.buf.data() + 4096;
   run_one("client", h, IBV_WR_RDMA_READ, back, kRounds * kBatch * 64, server, server.addr);
   for (int r = 0; r < kRounds; ++r)
     for (int i = 0; i < kBatch; ++i)
@@ -157,7 +134,7 @@ void check_writes(Host& h, const Peer& server) {
 
 void check_reads(Host& h, const Peer& server) {
   uint64_t seen = 0, reads = 0;
-  uint8_t* word = h.buf + 32768;
+  uint8_t* word = h.buf.data() + 32768;
   const auto until = std::chrono::steady_clock::now() + kPatience;
   while (seen < kLastValue) {
     if (std::chrono::steady_clock::now() > until)
@@ -178,7 +155,7 @@ void check_reads(Host& h, const Peer& server) {
 void serve(Host& h, const std::string& dir) {
   bench::touch_file(dir + "/server.ready");
   await("server", dir + "/client.wrote");
-  auto* word = reinterpret_cast<std::atomic<uint64_t>*>(h.buf + kWordAt);
+  auto* word = reinterpret_cast<std::atomic<uint64_t>*>(h.buf.data() + kWordAt);
   for (uint64_t v = 1; v <= kLastValue; ++v) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     word->store(v, std::memory_order_release);  // no verbs call: the device hears nothing
@@ -210,12 +187,7 @@ int main(int argc, char** argv) {
     check_reads(h, peer);
     bench::touch_file(dir + "/client.done");
   }
-  ibv_destroy_qp(h.qp);
-  ibv_dereg_mr(h.mr);
-  ibv_destroy_cq(h.cq);
-  ibv_dealloc_pd(h.pd);
-  ibv_close_device(h.ctx);
-  std::free(h.buf);
+  bench::close_side(h);
   std::printf("payload_freshness: %s passed\n", role);
   return 0;
 }
