@@ -177,12 +177,18 @@ static int poll_once(SimCq* q, int n, ibv_wc* wc) {
       if (SimSrq* s = find_srq(q->ctx->kdev, d.srqn)) w.wr_id = srq_complete(*s, idx);
     } else if (last) {
       if (d.is_send) {
+        // The poster stored the slot (wr_id, size, count) before its doorbell record, and the
+        // device wrote this CQE only after reading that record. The path through the device
+        // (another thread or process) orders nothing for the compiler or ThreadSanitizer: the
+        // acquire load of the record does.
+        (void)hw::qp_dbrec_sq(*last->dbrec);
         const uint32_t m = (1u << last->sq_log) - 1;
         w.wr_id = last->sq_wrid[idx & m];
         // One CQE retires its WQE and every unsignaled WQE before it.
         last->sq_wrs_done.store(last->sq_wrs_at[idx & m], std::memory_order_release);
         last->sq_tail.store(uint16_t(idx + last->sq_nbb[idx & m]), std::memory_order_release);
       } else {
+        (void)hw::qp_dbrec_rq(*last->dbrec);  // as for the SQ above
         const uint32_t m = (1u << last->rq_log) - 1;
         w.wr_id = last->rq_wrid[idx & m];
         last->rq_tail.store(uint16_t(idx + 1), std::memory_order_release);
