@@ -5,7 +5,7 @@
 # soon as two processes share it):
 #   in-process          hcasim run -- write_stream: the device in the program's process
 #   fabric              hcasim run --fabric --hcas-per-host 2 -- write_stream: the device in
-#                       hcasim-device; doorbells and waits are messages, DMA crosses processes
+#                       hcasim-device; commands and waits are messages, DMA crosses processes
 #   fabric, by address  the same with HCASIM_DMA_ARENA=0: the device reaches the driver's rings,
 #                       tables and doorbell records with process_vm_readv/writev too
 #   fabric, no read-ahead  the same with HCASIM_READ_AHEAD=0: one process_vm_readv per payload
@@ -15,8 +15,9 @@
 # then the same stream between two processes (write_stream --pair: sender and receiver, each
 # with its own HCA), which is what issue #17's fabric goal compares with the in-process stream,
 # then two processes of ib_write_bw (server and client, its default 1 in 100 signaled, one
-# doorbell per WRITE) with and without the shared arena, and sim_throughput (both QPs driven by
-# the harness itself).
+# doorbell per WRITE) as they run by default (doorbells through the arena's ring), with every
+# doorbell a message (HCASIM_DOORBELL_RING=0) and without the shared arena, and sim_throughput
+# (both QPs driven by the harness itself).
 # Prints messages per wall-second and the ratio to the in-process stream. Simulated-time figures
 # are the same everywhere (one model); this is the simulator's own speed.
 set -eu
@@ -39,15 +40,16 @@ pairdir=$(mktemp -d)
 pair=$(rate_of "$("$build/bin/hcasim" run -- "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role receiver \
       ::: "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role sender)")
 rm -rf "$pairdir"
-bw() {  # bw ARENA PORT: ib_write_bw pair on a fabric, messages per wall-second
-  out=$(HCASIM_DMA_ARENA=$1 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p "$2" \
-        ::: "$here/../tests/fabric/wait-port" "$2" ib_write_bw -F -n "$ops" -s 64 -p "$2" localhost 2>&1)
+bw() {  # bw ARENA RING PORT: ib_write_bw pair on a fabric, messages per wall-second
+  out=$(HCASIM_DMA_ARENA=$1 HCASIM_DOORBELL_RING=$2 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p "$3" \
+        ::: "$here/../tests/fabric/wait-port" "$3" ib_write_bw -F -n "$ops" -s 64 -p "$3" localhost 2>&1)
   # perftest's row: bytes iterations BW-peak BW-average MsgRate[Mpps]; the client prints it last.
   mpps=$(printf '%s\n' "$out" | awk '$1 == 64 && $2 == '"$ops"' { r = $NF } END { print r }')
   awk -v m="$mpps" 'BEGIN { printf "%d", m * 1e6 }'
 }
-bw1=$(bw 1 $port)
-bw0=$(bw 0 $((port + 1)))
+bw1=$(bw 1 1 $port)
+bwr=$(bw 1 0 $((port + 1)))
+bw0=$(bw 0 1 $((port + 2)))
 harness=$("$build/bin/sim_throughput" --ops "$ops" | awk '/64 B, 1 in 16 signaled/ { print $(NF-1) }')
 printf 'fabric cost: 64-byte RDMA WRITE, %s ops, realtime clock (load average %s)\n' "$ops" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -60,5 +62,6 @@ row "fabric, one process, HCASIM_READ_AHEAD=0" "$fabra"
 row "fabric, one process, HCASIM_POLL_SPIN=0" "$fabs"
 row "fabric, two processes (write_stream --pair)" "$pair"
 row "fabric, two processes (ib_write_bw)" "$bw1"
+row "fabric, two processes, HCASIM_DOORBELL_RING=0" "$bwr"
 row "fabric, two processes, HCASIM_DMA_ARENA=0" "$bw0"
 row "in-process harness, lockstep (sim_throughput)" "$harness"

@@ -4,6 +4,7 @@
 #include "../world/clock.h"
 #include "../world/fatal_signals.h"
 #include "dma_arena.h"
+#include "doorbell_ring.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -49,6 +50,11 @@ class FabricClient {
    * if the device wrote something meanwhile. The budget follows what spinning finds (see .cpp).
    */
   bool spin_for_progress();
+  /**
+   * @brief Realtime: leave doorbell @p m in the arena's ring (doorbell_ring.h), with a WAKE if
+   * the device may be asleep. False if it must go as a message (no ring, off, lockstep, full).
+   */
+  bool ring_doorbell(const DoorbellMsg& m);
   /** @brief Note the interrupt counts of a reply and run the handlers of the HCAs that fired. */
   void take_irqs(const WaitReply& r);
   int activity_fd() const { return activity_fd_; }
@@ -67,8 +73,8 @@ class FabricClient {
   bool arena_free(uint8_t* p, uint64_t bytes) { return arena_.free(p, bytes); }
 
  private:
-  /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0, and HCASIM_POLL_SPIN; false (said why) on a bad
-   * setting. */
+  /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0, HCASIM_POLL_SPIN and HCASIM_DOORBELL_RING;
+   * false (said why) on a bad setting. */
   bool open_arena();
   struct ThreadConn {
     int fd = -1;
@@ -99,14 +105,18 @@ class FabricClient {
   std::atomic<uint64_t> irq_counts_[kMaxHcasPerHost] = {};  ///< latest counts from the device
   DmaArena arena_;  ///< rings, tables and doorbell records the device reads without a system call
   const ArenaProgress* progress_ = nullptr;  ///< the arena's first page (dma_arena.h), if shared
+  DoorbellRing* ring_ = nullptr;             ///< the arena's second page (doorbell_ring.h), if shared
+  std::mutex ring_mu_;                       ///< one writer at a time
   bool spin_ = true;                         ///< HCASIM_POLL_SPIN
+  bool use_ring_ = true;                     ///< HCASIM_DOORBELL_RING
 };
 
 /// Room for this process's rings, buffer tables and doorbell records (reserved; pages are
 /// committed as they are used). When it is full, the rest comes from ordinary memory.
 constexpr uint64_t kArenaBytes = 256ull << 20;
-/// The arena's first page: the device's progress word (ArenaProgress).
-constexpr uint64_t kProgressBytes = 4096;
+/// The arena's first two pages: the device's progress word (ArenaProgress) and the doorbell
+/// ring (DoorbellRing, at kDoorbellRingOffset).
+constexpr uint64_t kSharedPagesBytes = 2 * 4096;
 
 /** @brief One HCA of this host, reached through the device process. */
 class RemoteLink : public drv::HcaLink {
@@ -135,7 +145,7 @@ class RemoteLink : public drv::HcaLink {
       c_.call(MsgType::DoorbellSync, &m, sizeof m, nullptr, 0, &r, sizeof r);
       return;
     }
-    c_.post(MsgType::Doorbell, &m, sizeof m);
+    if (!c_.ring_doorbell(m)) c_.post(MsgType::Doorbell, &m, sizeof m);
   }
   void mmio_write64_irqs(uint32_t offset, uint64_t value) override {
     // Answered after the device ran the doorbell's next microseconds: the interrupts they
@@ -244,6 +254,7 @@ bool FabricClient::open_arena() {
   bool on = true;
   std::string err = dma_arena_setting(on);
   if (err.empty()) err = poll_spin_setting(spin_);
+  if (err.empty()) err = doorbell_ring_setting(use_ring_);
   if (!err.empty()) {
     std::fprintf(stderr, "hcasim: %s\n", err.c_str());
     return false;
@@ -252,8 +263,9 @@ bool FabricClient::open_arena() {
     // Not fatal: the device reaches the same memory by address, only more slowly.
     std::fprintf(stderr, "hcasim: no memory shared with the device (%s); its DMA goes by address\n",
                  std::strerror(errno));
-  } else if (on && arena_.alloc(kProgressBytes) == arena_.base()) {
+  } else if (on && arena_.alloc(kSharedPagesBytes) == arena_.base()) {
     progress_ = reinterpret_cast<const ArenaProgress*>(arena_.base());
+    ring_ = reinterpret_cast<DoorbellRing*>(arena_.base() + kDoorbellRingOffset);
   }
   return true;
 }
@@ -415,6 +427,18 @@ bool FabricClient::wait_progress() {
   const uint64_t waited = sim::mono_now_ns() - asked;
   if (r.progress) t_spin_ns = std::min(kMaxSpinNs, std::max(t_spin_ns, 2 * waited));
   return r.progress != 0;
+}
+
+bool FabricClient::ring_doorbell(const DoorbellMsg& m) {
+  // Lockstep: a doorbell message also tells the device the thread is busy (its quiet rules).
+  if (!ring_ || !use_ring_ || !__atomic_load_n(&progress_->realtime, __ATOMIC_RELAXED) || !ring_on(*ring_))
+    return false;
+  {
+    std::lock_guard<std::mutex> g(ring_mu_);
+    if (!ring_push(*ring_, m)) return false;
+  }
+  if (ring_needs_wake(*ring_)) post(MsgType::Wake, nullptr, 0);
+  return true;
 }
 
 void FabricClient::take_irqs(const WaitReply& r) {

@@ -22,6 +22,7 @@
 #include "client_reads.h"
 #include "client_writes.h"
 #include "dma_arena.h"
+#include "doorbell_ring.h"
 #include "engine.h"
 #include "thread_watch.h"
 
@@ -49,12 +50,13 @@ struct DeviceServer::Host {
   bool alive = false;
   pid_t pid = 0;
   uint64_t token = 0;
-  uint64_t visible = 0;        ///< device writes into this host's memory + its interrupts
-  int irq_fd = -1;             ///< the host's interrupt line (an eventfd it passed)
-  bool left_reported = false;  ///< LEAVING came: what it left in flight is reported
-  DmaWindow arena;             ///< the driver memory it shares (HELLO's memfd), if any
-  ClientWrites gathered;       ///< payload writes not yet written into the process (client_writes.h)
-  ClientReads reads;           ///< payloads read ahead from the process (client_reads.h)
+  uint64_t visible = 0;          ///< device writes into this host's memory + its interrupts
+  int irq_fd = -1;               ///< the host's interrupt line (an eventfd it passed)
+  bool left_reported = false;    ///< LEAVING came: what it left in flight is reported
+  DmaWindow arena;               ///< the driver memory it shares (HELLO's memfd), if any
+  DoorbellRing* ring = nullptr;  ///< the doorbell ring in that arena (doorbell_ring.h)
+  ClientWrites gathered;         ///< payload writes not yet written into the process (client_writes.h)
+  ClientReads reads;             ///< payloads read ahead from the process (client_reads.h)
 };
 
 struct DeviceServer::Conn {
@@ -348,6 +350,11 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   }
   h->arena = arena;
   publish_progress(h->arena, h->visible, sim::Engine::instance().realtime());
+  // Protocol 9: a client's arena starts with the progress page, then the doorbell ring.
+  h->ring = arena.find(arena.hva + kDoorbellRingOffset, sizeof(DoorbellRing))
+                ? reinterpret_cast<DoorbellRing*>(arena.local + kDoorbellRingOffset)
+                : nullptr;
+  if (h->ring) ring_set_on(*h->ring, true);
   h->alive = true;
   h->pid = c.pid;
   h->token = (next_token_ += 0x9e3779b97f4a7c15ull);
@@ -377,6 +384,7 @@ void DeviceServer::host_gone(Host& h) {
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
   // From here the device reaches the process only by address, as before it shared anything: a
   // killed process's memory is gone, and the reads below must find it so.
+  h.ring = nullptr;
   unmap_client_arena(h.arena);
   h.gathered.clear();
   h.reads.forget();
@@ -483,20 +491,26 @@ model::Hca& DeviceServer::hca_of(const Conn& c, uint32_t i) {
   return world_.hca(size_t(c.host) * opt_.hcas_per_host + i);
 }
 
-bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds) {
+ConnState DeviceServer::host_state(int host, bool life) const {
   ConnState s;
-  s.host = c.host;
-  s.life = c.life;
+  s.host = host;
+  s.life = life;
   s.n_hcas = opt_.hcas_per_host;
-  s.first_hca = c.host >= 0 ? uint32_t(c.host) * opt_.hcas_per_host : 0;
+  s.first_hca = host >= 0 ? uint32_t(host) * opt_.hcas_per_host : 0;
+  return s;
+}
+
+bool DeviceServer::handle(Conn& c, const MsgHeader& h, const uint8_t* p, int* fds, uint32_t nfds) {
   Request r;
-  const std::string why = check_request(h, p, nfds, s, r);
+  const std::string why = check_request(h, p, nfds, host_state(c.host, c.life), r);
   if (why.empty()) return dispatch(c, Msg{r, fds, nfds});
   for (uint32_t i = 0; i < nfds; ++i) ::close(fds[i]);
   return bad(c, why);
 }
 
 bool DeviceServer::dispatch(Conn& c, const Msg& m) {
+  // Doorbells the process left in its ring came before this message.
+  if (c.host >= 0) take_doorbells(*hosts_[size_t(c.host)]);
   // A new work request reaches the device with a message, after its payload was written: what
   // was read ahead of the process may be older (client_reads.h). A wait or a trace line posts
   // nothing.
@@ -517,6 +531,7 @@ bool DeviceServer::dispatch(Conn& c, const Msg& m) {
     case MsgType::Unmap: return on_map(c, m);
     case MsgType::Wait: return on_wait(c, m);
     case MsgType::Trace: return on_trace(c, m);
+    case MsgType::Wake: ++wakes_; return true;  // its ring was emptied above
   }
   return bad(c, "unknown message type");  // check_request let none through
 }
@@ -623,9 +638,8 @@ bool DeviceServer::on_command(Conn& c, const Msg& m) {
   return true;
 }
 
-bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
-  const DoorbellMsg& dm = m.r.doorbell;
-  model::Hca& hca = hca_of(c, dm.hca);
+void DeviceServer::ring_doorbell(int host, const DoorbellMsg& dm) {
+  model::Hca& hca = world_.hca(size_t(host) * opt_.hcas_per_host + dm.hca);
   auto& e = sim::Engine::instance();
   e.locked([&] {
     e.sync_to_wall();  // realtime: at the wall-clock instant
@@ -633,6 +647,54 @@ bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
     // Realtime: its next few microseconds (packets, ACK, CQE, interrupt) at once, as in-process.
     if (e.realtime() && hw::is_sq_doorbell(dm.offset)) e.run_ahead(sim::kLeadPs);
   });
+}
+
+void DeviceServer::take_doorbells(Host& h) {
+  if (!h.ring) return;
+  DoorbellMsg e[kDoorbellRingSlots];
+  const int n = ring_take(*h.ring, e);
+  if (n < 0)
+    std::fprintf(stderr,
+                 "hcasim-device: host %d (pid %d): its doorbell ring's head is more than %u entries ahead of "
+                 "the device (the process wrote over it); its doorbells there are dropped\n",
+                 h.index, int(h.pid), kDoorbellRingSlots);
+  if (n <= 0) return;
+  h.reads.forget();  // they announce new work requests (see dispatch)
+  ring_doorbells_ += uint64_t(n);
+  for (int i = 0; i < n; ++i) {
+    // Checked as the same doorbell sent as a message would be (request.h).
+    Request r;
+    const MsgHeader mh{MsgType::Doorbell, uint32_t(sizeof e[i])};
+    const std::string why =
+        check_request(mh, reinterpret_cast<const uint8_t*>(&e[i]), 0, host_state(h.index, false), r);
+    if (why.empty())
+      ring_doorbell(h.index, r.doorbell);
+    else
+      std::fprintf(stderr, "hcasim-device: host %d (pid %d): doorbell ring entry refused: %s\n", h.index,
+                   int(h.pid), why.c_str());
+  }
+}
+
+void DeviceServer::take_all_doorbells() {
+  for (auto& h : hosts_)
+    if (h->alive) take_doorbells(*h);
+}
+
+bool DeviceServer::doorbells_before_sleep() {
+  bool waiting = false;
+  for (auto& h : hosts_)
+    if (h->alive && h->ring && ring_sleep(*h->ring)) waiting = true;
+  return waiting;
+}
+
+void DeviceServer::awake() {
+  for (auto& h : hosts_)
+    if (h->ring) ring_awake(*h->ring);
+}
+
+bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
+  ++message_doorbells_;
+  ring_doorbell(c.host, m.r.doorbell);
   if (m.r.type == MsgType::DoorbellSync) {
     StatusReply r{0};
     reply(c, m.r.type, &r, sizeof r);
@@ -847,6 +909,11 @@ std::string DeviceServer::stats_tail_text() {
                 " without\n",
                 waits_news_, waits_none_);
   s += line;
+  std::snprintf(line, sizeof line,
+                "fabric doorbells: %" PRIu64 " by message, %" PRIu64
+                " through the arena's doorbell ring (%" PRIu64 " WAKE messages)\n",
+                message_doorbells_, ring_doorbells_, wakes_);
+  s += line;
   s += "fabric DMA (accesses to client memory):\n";
   for (size_t i = 0; i < slots_.size(); ++i) {
     const RemoteMemory& m = slots_[i]->mem;
@@ -922,6 +989,8 @@ int DeviceServer::run() {
     pfds.push_back({listen_fd_, POLLIN, 0});
     for (auto& c : conns_) pfds.push_back({c->fd, POLLIN, 0});
     write_out_all();  // before the device sleeps, every payload of this step is in memory
+    // Asleep from here (clients send WAKE after a doorbell in their ring), unless one waits.
+    if (timeout_ns != 0 && doorbells_before_sleep()) timeout_ns = 0;
     timespec ts{}, *tp = nullptr;
     if (timeout_ns >= 0) {
       ts.tv_sec = time_t(timeout_ns / 1'000'000'000);
@@ -929,10 +998,12 @@ int DeviceServer::run() {
       tp = &ts;
     }
     const int n = ppoll(pfds.data(), pfds.size(), tp, &none);
+    awake();
     if (n < 0 && errno != EINTR) {
       std::fprintf(stderr, "hcasim-device: poll: %s\n", std::strerror(errno));
       return 1;
     }
+    take_all_doorbells();
     if (n > 0) {
       // Connections first (a new one is at the end and polled next round).
       for (size_t i = pfds.size() - 1; i >= 1; --i) {

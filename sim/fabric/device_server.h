@@ -99,6 +99,18 @@ class DeviceServer {
   bool on_control(Conn& c, const Msg& m);
   bool on_command(Conn& c, const Msg& m);
   bool on_doorbell(Conn& c, const Msg& m);
+  /** @brief UAR store @p dm of host @p host's HCA (checked), at the wall-clock instant in realtime. */
+  void ring_doorbell(int host, const DoorbellMsg& dm);
+  /** @brief Handle every doorbell @p h left in its arena's ring (doorbell_ring.h), each checked as a message.
+   */
+  void take_doorbells(Host& h);
+  void take_all_doorbells();
+  /** @brief Mark every ring asleep before poll(2); true if doorbells already wait (do not sleep). */
+  bool doorbells_before_sleep();
+  /** @brief Back from poll(2): clients need not send WAKE. */
+  void awake();
+  /** @brief What request.h checks a message of host @p host against (-1: no host yet). */
+  ConnState host_state(int host, bool life) const;
   bool on_map(Conn& c, const Msg& m);
   bool on_wait(Conn& c, const Msg& m);
   bool on_trace(Conn& c, const Msg& m);
@@ -149,11 +161,14 @@ class DeviceServer {
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<uint8_t> buf_;
   uint64_t next_token_;
-  uint32_t attached_ = 0;       ///< connections ever attached (auto clock: the second goes realtime)
-  bool said_no_watch_ = false;  ///< the device said once that it cannot watch program threads
-  uint64_t forced_moves_ = 0;   ///< lockstep: waits that moved time on past a held thread (kMaxHoldNs)
-  uint64_t waits_news_ = 0;     ///< WAITs answered because the host saw something new
-  uint64_t waits_none_ = 0;     ///< WAITs answered without (time limit, nothing pending)
+  uint32_t attached_ = 0;           ///< connections ever attached (auto clock: the second goes realtime)
+  bool said_no_watch_ = false;      ///< the device said once that it cannot watch program threads
+  uint64_t forced_moves_ = 0;       ///< lockstep: waits that moved time on past a held thread (kMaxHoldNs)
+  uint64_t waits_news_ = 0;         ///< WAITs answered because the host saw something new
+  uint64_t waits_none_ = 0;         ///< WAITs answered without (time limit, nothing pending)
+  uint64_t message_doorbells_ = 0;  ///< doorbells that came as messages
+  uint64_t ring_doorbells_ = 0;     ///< doorbells taken from the arenas' rings
+  uint64_t wakes_ = 0;              ///< WAKE messages
 };
 
 }  // namespace hcasim::fabric

@@ -41,6 +41,11 @@ std::string read_ahead_setting(bool& on) {
   return env_switch("HCASIM_READ_AHEAD", on, "each payload read on its own", "payloads read ahead");
 }
 
+std::string doorbell_ring_setting(bool& on) {
+  return env_switch("HCASIM_DOORBELL_RING", on, "every doorbell is a message",
+                    "doorbells go through the shared ring in the realtime clock");
+}
+
 DmaArena::~DmaArena() {
   if (base_) munmap(base_, size_);
   if (fd_ >= 0) ::close(fd_);

@@ -59,6 +59,14 @@ std::string poll_spin_setting(bool& on);
  */
 std::string read_ahead_setting(bool& on);
 
+/**
+ * @brief HCASIM_DOORBELL_RING as set in the environment (read by the client library): "1" or
+ * unset writes doorbells into the arena's doorbell ring in the realtime clock
+ * (doorbell_ring.h), "0" sends each as a message (for measuring what the ring saves). Returns
+ * "" and sets @p on, or why the value is not accepted.
+ */
+std::string doorbell_ring_setting(bool& on);
+
 /** @brief Client side: a memfd-backed pool of zeroed pages, shared with the device. */
 class DmaArena {
  public:

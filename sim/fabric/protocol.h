@@ -35,10 +35,11 @@
 
 namespace hcasim::fabric {
 
-constexpr uint32_t kProtocolVersion = 8;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
+constexpr uint32_t kProtocolVersion = 9;  // 2: TraceMsg carries typed fields; 3: DOORBELL_IRQS, LEAVING;
                                           // 4: HelloReply::driver_trace bits; 5: CommandReply;
                                           // 6: HelloMsg's DMA arena; 7: AttachMsg's thread;
                                           // 8: WaitMsg, WaitReply::visible, the arena's progress page
+                                          // 9: the arena's doorbell ring (doorbell_ring.h), WAKE
 /** @brief HelloReply::driver_trace: the device wants the driver's error events / all its others. */
 constexpr uint8_t kDriverTraceErrors = 1, kDriverTraceOthers = 2;
 /** @brief Most HCAs one host may own. */
@@ -61,6 +62,7 @@ enum class MsgType : uint32_t {
   DoorbellSync,  ///< UAR store acknowledged once issued (CQ arm). Reply: Status.
   DoorbellIrqs,  ///< SQ doorbell answered after its run-ahead with the interrupt counts. Reply: WaitReply.
   Leaving,       ///< on the HELLO connection: the process is ending; report what it leaves. Reply: Status.
+  Wake,  ///< doorbells wait in the arena's ring and the device may be asleep (doorbell_ring.h). No reply.
 };
 
 struct MsgHeader {

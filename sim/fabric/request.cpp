@@ -11,8 +11,8 @@ namespace {
 
 constexpr const char* kTypeNames[] = {"HELLO", "ATTACH",        "COMMAND",       "DOORBELL", "MAP",
                                       "UNMAP", "WAIT",          "TRACE",         "CONTROL",  "STATUS",
-                                      "STOP",  "DOORBELL_SYNC", "DOORBELL_IRQS", "LEAVING"};
-constexpr uint32_t kLastType = uint32_t(MsgType::Leaving);
+                                      "STOP",  "DOORBELL_SYNC", "DOORBELL_IRQS", "LEAVING",  "WAKE"};
+constexpr uint32_t kLastType = uint32_t(MsgType::Wake);
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...) {
@@ -38,7 +38,7 @@ size_t payload_size(MsgType t) {
     case MsgType::Trace: return sizeof(TraceMsg);
     case MsgType::Control: return sizeof(ControlMsg);
     case MsgType::Wait: return sizeof(WaitMsg);
-    default: return 0;  // STATUS, STOP, LEAVING
+    default: return 0;  // STATUS, STOP, LEAVING, WAKE
   }
 }
 

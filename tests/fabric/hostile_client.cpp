@@ -9,8 +9,8 @@
 //
 // Cases: garbage, bad-type, bad-length, header-mismatch, truncated, oversize, doorbell-first,
 // second-hello, stop-from-host, foreign-hca, foreign-qpn QPN, foreign-uar, map-wrap,
-// map-unmapped, spoof-pid PID, bad-irq-fd, bad-arena, attach-bad-token,
-// attach-foreign-thread, orphan, driver-trace, no-read.
+// map-unmapped, spoof-pid PID, bad-irq-fd, bad-arena, ring-foreign-qpn, ring-overrun,
+// attach-bad-token, attach-foreign-thread, orphan, driver-trace, no-read.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "doorbell_ring.h"
 #include "protocol.h"
 
 using namespace hcasim;
@@ -284,6 +285,45 @@ int case_bad_arena() {
   return 0;
 }
 
+/** A host with a real DMA arena (progress page, doorbell ring); its connection and its ring. */
+int host_with_ring(DoorbellRing*& ring) {
+  const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const int mfd = memfd_create("hostile-ring", MFD_CLOEXEC);
+  if (mfd < 0 || ftruncate(mfd, 8192) != 0) fail("memfd");
+  void* a = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  if (a == MAP_FAILED) fail("mmap");
+  const int fds[2] = {efd, mfd};
+  const int fd = connect_or_die();
+  const HelloReply r = hello(fd, getpid(), fds, 2, uint64_t(uintptr_t(a)), 8192);
+  if (r.status != 0) fail(r.error);
+  ring = reinterpret_cast<DoorbellRing*>(static_cast<uint8_t*>(a) + kDoorbellRingOffset);
+  if (!ring_on(*ring)) fail("the device does not take doorbells from the arena's ring");
+  return fd;
+}
+
+int case_ring_foreign_qpn() {
+  // A doorbell left in the arena's ring is checked as the same message would be: one naming
+  // host 0's first QP is refused (and logged); the host stays connected.
+  DoorbellRing* ring = nullptr;
+  const int fd = host_with_ring(ring);
+  if (!ring_push(*ring, DoorbellMsg{0, hw::kUarSqDoorbell, uint64_t(0x11) << 32 | 1})) fail("ring full");
+  send_msg(fd, MsgType::Wake, nullptr, 0);
+  if (closed_by_device(fd, 500)) fail("a refused ring entry ended the connection");
+  return 0;
+}
+
+int case_ring_overrun() {
+  // A head far beyond what the ring holds: the device says so, drops them, and carries on.
+  DoorbellRing* ring = nullptr;
+  const int fd = host_with_ring(ring);
+  __atomic_store_n(&ring->head, uint64_t(1000), __ATOMIC_RELEASE);
+  send_msg(fd, MsgType::Wake, nullptr, 0);
+  if (closed_by_device(fd, 500)) fail("an overrun ring ended the connection");
+  if (__atomic_load_n(&ring->tail, __ATOMIC_ACQUIRE) != 1000)
+    fail("the device did not empty the overrun ring");
+  return 0;
+}
+
 int case_attach_bad_token() {
   HelloReply r{};
   as_host(&r);
@@ -404,6 +444,8 @@ int main(int argc, char** argv) {
       {"spoof-pid", [&] { return case_spoof_pid(arg); }},
       {"bad-irq-fd", case_bad_irq_fd},
       {"bad-arena", case_bad_arena},
+      {"ring-foreign-qpn", case_ring_foreign_qpn},
+      {"ring-overrun", case_ring_overrun},
       {"attach-bad-token", case_attach_bad_token},
       {"attach-foreign-thread", case_attach_foreign_thread},
       {"orphan", case_orphan},

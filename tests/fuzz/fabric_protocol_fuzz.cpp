@@ -34,7 +34,7 @@ std::vector<uint8_t> g_buf(kMaxMessage);
 /** The rules an accepted message keeps, stated apart from request.cpp's checks. */
 void check_accepted(const MsgHeader& h, uint32_t nfds, const ConnState& c, const Request& r) {
   const uint32_t t = uint32_t(h.type);
-  FUZZ_CHECK(t >= 1 && t <= uint32_t(MsgType::Leaving), "accepted type %u", t);
+  FUZZ_CHECK(t >= 1 && t <= uint32_t(MsgType::Wake), "accepted type %u", t);
   FUZZ_CHECK(nfds == 0 || h.type == MsgType::Hello, "descriptors accepted with type %u", t);
   const bool host_msg = h.type != MsgType::Hello && h.type != MsgType::Attach && h.type != MsgType::Status &&
                         h.type != MsgType::Stop && h.type != MsgType::Control;
@@ -76,7 +76,8 @@ void check_accepted(const MsgHeader& h, uint32_t nfds, const ConnState& c, const
     case MsgType::Wait: FUZZ_CHECK(h.len == sizeof(WaitMsg), "WAIT with %u payload bytes", h.len); break;
     case MsgType::Status:
     case MsgType::Stop:
-    case MsgType::Leaving: FUZZ_CHECK(h.len == 0, "type %u with %u payload bytes", t, h.len); break;
+    case MsgType::Leaving:
+    case MsgType::Wake: FUZZ_CHECK(h.len == 0, "type %u with %u payload bytes", t, h.len); break;
     default: break;
   }
 }

@@ -203,7 +203,7 @@ void fabric_protocol(const fs::path& dir) {
   std::memcpy(trace.data() + sizeof tr, "post: SEND 1", 12);
   fabric::CommandMsg cmd{};
   // A host's life: HELLO (host 1 with one HCA: its QPNs are 0x01xxxx), doorbells, map, wait,
-  // a trace line, LEAVING.
+  // a trace line, a WAKE for doorbells left in the arena's ring, LEAVING.
   write(dir, "host_life",
         Stream(1)
             .msg(MsgType::Hello, &hello, sizeof hello, true)
@@ -215,6 +215,7 @@ void fabric_protocol(const fs::path& dir) {
             .msg(MsgType::Wait, &wait)
             .msg(MsgType::Trace, trace.data(), trace.size())
             .msg(MsgType::Unmap, &map)
+            .empty(MsgType::Wake)
             .empty(MsgType::Leaving)
             .bytes());
   const fabric::AttachMsg attach{2, 0x1234, 0};

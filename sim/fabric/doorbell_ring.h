@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+/**
+ * @file doorbell_ring.h
+ * @brief Doorbells a client process leaves for the device process in their shared arena, with
+ *        no message: the arena's second page.
+ *
+ * A doorbell sent as a message costs the program a sendmsg and the device a recvmsg, about 2 us
+ * each on a small machine, while the in-process world runs a whole 64-byte WRITE in about
+ * that. A program that rings once per work request (perftest's ib_write_bw) paid it per WRITE.
+ * In the realtime clock the client instead writes the doorbell into this ring, and the device
+ * takes every doorbell waiting there whenever it looks: before any message of that process
+ * (so a doorbell written before a message is always handled before it), and each time round
+ * its loop. Only when the device may be asleep in poll(2) does the client send a WAKE message.
+ *
+ * Both sides use these functions, so the layout and the ordering rules live here:
+ * - the client writes an entry, then publishes head (release); the device reads head (acquire),
+ *   copies the entries, then publishes tail (release), which frees their slots;
+ * - sleeping is the Dekker pattern: the device sets asleep, then (full fence) looks at head;
+ *   the client publishes head, then (full fence) looks at asleep. One of them sees the other.
+ * A ring that is full is not waited on: the client sends that doorbell as a message, which the
+ * device handles after the ring's entries.
+ */
+#pragma once
+
+#include <cstdint>
+
+#include "protocol.h"
+
+namespace hcasim::fabric {
+
+/// Where the ring lives in a client's arena (the page after ArenaProgress, dma_arena.h).
+constexpr uint64_t kDoorbellRingOffset = 4096;
+/// Entries the ring holds; a power of two.
+constexpr uint32_t kDoorbellRingSlots = 128;
+
+/** @brief The ring, as laid out in the arena (zeroed pages: empty, off, awake). */
+struct DoorbellRing {
+  alignas(64) uint64_t head;  ///< client: entries written, all time
+  alignas(64) uint64_t tail;  ///< device: entries taken, all time
+  uint32_t asleep;            ///< device: 1 while it may sleep without looking here
+  uint32_t on;                ///< device: 1 once it takes doorbells from here
+  alignas(64) DoorbellMsg slots[kDoorbellRingSlots];
+};
+static_assert(kDoorbellRingOffset + sizeof(DoorbellRing) <= 2 * 4096,
+              "the ring fits in the arena's second page");
+static_assert((kDoorbellRingSlots & (kDoorbellRingSlots - 1)) == 0, "a power of two");
+
+/// @name Client side (one writer at a time: the caller serialises its threads)
+/// @{
+/** @brief Whether the device takes doorbells from @p r. */
+bool ring_on(const DoorbellRing& r);
+/** @brief Write @p m as the next entry; false if the ring is full (send @p m as a message). */
+bool ring_push(DoorbellRing& r, const DoorbellMsg& m);
+/** @brief After ring_push: whether the device may be asleep without having seen it (send WAKE). */
+bool ring_needs_wake(const DoorbellRing& r);
+/// @}
+
+/// @name Device side
+/// @{
+/** @brief Start (or stop) taking doorbells from @p r. */
+void ring_set_on(DoorbellRing& r, bool on);
+/** @brief About to sleep: mark @p r asleep; true if entries wait (then do not sleep). */
+bool ring_sleep(DoorbellRing& r);
+/** @brief Awake again: clients need not send WAKE. */
+void ring_awake(DoorbellRing& r);
+/**
+ * @brief Copy every waiting entry of @p r into @p out (room for kDoorbellRingSlots) and free
+ * their slots. Returns how many, or -1 if head is not within a ring's length ahead of tail
+ * (the client's memory is corrupt: the ring is then emptied, its entries dropped).
+ */
+int ring_take(DoorbellRing& r, DoorbellMsg* out);
+/// @}
+
+}  // namespace hcasim::fabric
