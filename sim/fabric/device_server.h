@@ -99,8 +99,9 @@ class DeviceServer {
   bool on_control(Conn& c, const Msg& m);
   bool on_command(Conn& c, const Msg& m);
   bool on_doorbell(Conn& c, const Msg& m);
-  /** @brief UAR store @p dm of host @p host's HCA (checked), at the wall-clock instant in realtime. */
-  void ring_doorbell(int host, const DoorbellMsg& dm);
+  /** @brief UAR stores @p dms[0..@p n) of host @p host's HCAs (checked), at one instant: the wall
+   * clock's in realtime, then what they start runs ahead. */
+  void ring_doorbells(int host, const DoorbellMsg* dms, int n);
   /** @brief Handle every doorbell @p h left in its arena's ring (doorbell_ring.h), each checked as a message.
    */
   void take_doorbells(Host& h);
