@@ -114,9 +114,8 @@ class FabricClient {
 /// Room for this process's rings, buffer tables and doorbell records (reserved; pages are
 /// committed as they are used). When it is full, the rest comes from ordinary memory.
 constexpr uint64_t kArenaBytes = 256ull << 20;
-/// The arena's first two pages: the device's progress word (ArenaProgress) and the doorbell
-/// ring (DoorbellRing, at kDoorbellRingOffset).
-constexpr uint64_t kSharedPagesBytes = 2 * 4096;
+/// The arena's first pages: the device's progress word (ArenaProgress), then the doorbell ring.
+constexpr uint64_t kSharedPagesBytes = kDoorbellRingOffset + sizeof(DoorbellRing);
 
 /** @brief One HCA of this host, reached through the device process. */
 class RemoteLink : public drv::HcaLink {

@@ -50,13 +50,12 @@ struct DeviceServer::Host {
   bool alive = false;
   pid_t pid = 0;
   uint64_t token = 0;
-  uint64_t visible = 0;          ///< device writes into this host's memory + its interrupts
-  int irq_fd = -1;               ///< the host's interrupt line (an eventfd it passed)
-  bool left_reported = false;    ///< LEAVING came: what it left in flight is reported
-  DmaWindow arena;               ///< the driver memory it shares (HELLO's memfd), if any
-  DoorbellRing* ring = nullptr;  ///< the doorbell ring in that arena (doorbell_ring.h)
-  ClientWrites gathered;         ///< payload writes not yet written into the process (client_writes.h)
-  ClientReads reads;             ///< payloads read ahead from the process (client_reads.h)
+  uint64_t visible = 0;        ///< device writes into this host's memory + its interrupts
+  int irq_fd = -1;             ///< the host's interrupt line (an eventfd it passed)
+  bool left_reported = false;  ///< LEAVING came: what it left in flight is reported
+  DmaWindow arena;             ///< the driver memory it shares (HELLO's memfd), if any
+  ClientWrites gathered;       ///< payload writes not yet written into the process (client_writes.h)
+  ClientReads reads;           ///< payloads read ahead from the process (client_reads.h)
 };
 
 struct DeviceServer::Conn {
@@ -350,11 +349,7 @@ void DeviceServer::hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds) {
   }
   h->arena = arena;
   publish_progress(h->arena, h->visible, sim::Engine::instance().realtime());
-  // Protocol 9: a client's arena starts with the progress page, then the doorbell ring.
-  h->ring = arena.find(arena.hva + kDoorbellRingOffset, sizeof(DoorbellRing))
-                ? reinterpret_cast<DoorbellRing*>(arena.local + kDoorbellRingOffset)
-                : nullptr;
-  if (h->ring) ring_set_on(*h->ring, true);
+  if (DoorbellRing* ring = ring_in(h->arena)) ring_set_on(*ring, true);
   h->alive = true;
   h->pid = c.pid;
   h->token = (next_token_ += 0x9e3779b97f4a7c15ull);
@@ -384,8 +379,7 @@ void DeviceServer::host_gone(Host& h) {
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
   // From here the device reaches the process only by address, as before it shared anything: a
   // killed process's memory is gone, and the reads below must find it so.
-  h.ring = nullptr;
-  unmap_client_arena(h.arena);
+  unmap_client_arena(h.arena);  // and with it the doorbell ring
   h.gathered.clear();
   h.reads.forget();
   // Without a LEAVING first (killed), the memory is gone: unsent and unacknowledged messages
@@ -487,8 +481,8 @@ bool DeviceServer::bad(const Conn& c, const std::string& why) {
   return false;
 }
 
-model::Hca& DeviceServer::hca_of(const Conn& c, uint32_t i) {
-  return world_.hca(size_t(c.host) * opt_.hcas_per_host + i);
+model::Hca& DeviceServer::hca_of(int host, uint32_t i) {
+  return world_.hca(size_t(host) * opt_.hcas_per_host + i);
 }
 
 ConnState DeviceServer::host_state(int host, bool life) const {
@@ -625,7 +619,7 @@ bool DeviceServer::on_control(Conn& c, const Msg& m) {
 
 bool DeviceServer::on_command(Conn& c, const Msg& m) {
   CommandMsg cm = m.r.command;
-  model::Hca& hca = hca_of(c, cm.hca);
+  model::Hca& hca = hca_of(c.host, cm.hca);
   CommandReply r{};
   auto& e = sim::Engine::instance();
   e.locked([&] {
@@ -644,7 +638,7 @@ void DeviceServer::ring_doorbells(int host, const DoorbellMsg* dms, int n) {
     e.sync_to_wall();  // realtime: at the wall-clock instant
     bool sq = false;
     for (int i = 0; i < n; ++i) {
-      world_.hca(size_t(host) * opt_.hcas_per_host + dms[i].hca).mmio_write(dms[i].offset, dms[i].value);
+      hca_of(host, dms[i].hca).mmio_write(dms[i].offset, dms[i].value);
       sq = sq || hw::is_sq_doorbell(dms[i].offset);
     }
     // Realtime: their next few microseconds (packets, ACK, CQE, interrupt) at once, as in-process.
@@ -653,9 +647,10 @@ void DeviceServer::ring_doorbells(int host, const DoorbellMsg* dms, int n) {
 }
 
 void DeviceServer::take_doorbells(Host& h) {
-  if (!h.ring) return;
+  DoorbellRing* ring = ring_in(h.arena);
+  if (!ring) return;
   DoorbellMsg e[kDoorbellRingSlots];
-  const int n = ring_take(*h.ring, e);
+  const int n = ring_take(*ring, e);
   if (n < 0)
     std::fprintf(stderr,
                  "hcasim-device: host %d (pid %d): its doorbell ring's head is more than %u entries ahead of "
@@ -664,13 +659,13 @@ void DeviceServer::take_doorbells(Host& h) {
   if (n <= 0) return;
   h.reads.forget();  // they announce new work requests (see dispatch)
   ring_doorbells_ += uint64_t(n);
+  const ConnState as = host_state(h.index, false);
   int ok = 0;  // the accepted ones, moved to the front in order
   for (int i = 0; i < n; ++i) {
     // Checked as the same doorbell sent as a message would be (request.h).
     Request r;
     const MsgHeader mh{MsgType::Doorbell, uint32_t(sizeof e[i])};
-    const std::string why =
-        check_request(mh, reinterpret_cast<const uint8_t*>(&e[i]), 0, host_state(h.index, false), r);
+    const std::string why = check_request(mh, reinterpret_cast<const uint8_t*>(&e[i]), 0, as, r);
     if (why.empty())
       e[ok++] = r.doorbell;
     else
@@ -690,13 +685,14 @@ void DeviceServer::take_all_doorbells() {
 bool DeviceServer::doorbells_before_sleep() {
   bool waiting = false;
   for (auto& h : hosts_)
-    if (h->alive && h->ring && ring_sleep(*h->ring)) waiting = true;
+    if (DoorbellRing* ring = h->alive ? ring_in(h->arena) : nullptr; ring && ring_sleep(*ring))
+      waiting = true;
   return waiting;
 }
 
 void DeviceServer::awake() {
   for (auto& h : hosts_)
-    if (h->ring) ring_awake(*h->ring);
+    if (DoorbellRing* ring = ring_in(h->arena)) ring_awake(*ring);
 }
 
 bool DeviceServer::on_doorbell(Conn& c, const Msg& m) {
@@ -735,7 +731,7 @@ bool client_has(pid_t pid, uint64_t hva, uint64_t len) {
 
 bool DeviceServer::on_map(Conn& c, const Msg& m) {
   const MapMsg& mm = m.r.map;
-  model::Hca& hca = hca_of(c, mm.hca);
+  model::Hca& hca = hca_of(c.host, mm.hca);
   StatusReply r{0};
   if (m.r.type == MsgType::Map && !client_has(hosts_[size_t(c.host)]->pid, mm.hva, mm.len)) {
     std::fprintf(stderr,
@@ -765,7 +761,7 @@ bool DeviceServer::on_wait(Conn& c, const Msg& m) {
 
 bool DeviceServer::on_trace(Conn& c, const Msg& m) {
   const TraceMsg& tm = m.r.trace;
-  model::Hca& hca = hca_of(c, tm.hca);
+  model::Hca& hca = hca_of(c.host, tm.hca);
   std::lock_guard<std::recursive_mutex> g(sim::Engine::instance().mutex());
   auto& t = hca.tracer();
   if (!t.on()) return true;

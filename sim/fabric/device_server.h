@@ -126,8 +126,8 @@ class DeviceServer {
   void write_out_all();
   /** @brief Close the connections marked failed (logged) or orphaned (their host is gone). */
   void sweep();
-  /** @brief HCA @p i of @p c's host (request.h has checked that the host owns it). */
-  model::Hca& hca_of(const Conn& c, uint32_t i);
+  /** @brief HCA @p i of host @p host (request.h has checked that the host owns it). */
+  model::Hca& hca_of(int host, uint32_t i);
   /** @brief A HELLO: check it, give the process a host slot and its HCAs, answer. */
   void hello(Conn& c, const HelloMsg& m, int* fds, uint32_t nfds);
   /** @brief Why HELLO's descriptors are not one interrupt eventfd; empty if they are. */

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "dma_arena.h"
 #include "protocol.h"
 
 namespace hcasim::fabric {
@@ -57,6 +58,12 @@ bool ring_needs_wake(const DoorbellRing& r);
 
 /// @name Device side
 /// @{
+/** @brief The ring in the client arena mapped as @p w (protocol 9: its second page); nullptr if none. */
+inline DoorbellRing* ring_in(const DmaWindow& w) {
+  return w.find(w.hva + kDoorbellRingOffset, sizeof(DoorbellRing))
+             ? reinterpret_cast<DoorbellRing*>(w.local + kDoorbellRingOffset)
+             : nullptr;
+}
 /** @brief Start (or stop) taking doorbells from @p r. */
 void ring_set_on(DoorbellRing& r, bool on);
 /** @brief About to sleep: mark @p r asleep; true if entries wait (then do not sleep). */
