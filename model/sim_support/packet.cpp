@@ -12,10 +12,22 @@ uint64_t next_id = 1;
 }  // namespace
 
 void PacketRecycler::operator()(Packet* p) const {
+  if (p->holds) {  // a posted write still reads it: the last release recycles it
+    p->released = true;
+    return;
+  }
   if (pool().size() < 4096)
     pool().push_back(p);
   else
     delete p;
+}
+
+void hold_packet(Packet* p) { ++p->holds; }
+
+void release_packet_hold(Packet* p) {
+  if (--p->holds || !p->released) return;
+  p->released = false;
+  PacketRecycler{}(p);
 }
 
 PacketPtr make_packet() {

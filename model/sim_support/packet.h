@@ -34,6 +34,10 @@ struct Packet {
   bool report_sent = false;
   uint32_t report_qpn = 0;  ///< with report_sent: the sending QP
   uint32_t report_psn = 0;  ///< with report_sent: the message's last PSN
+  /** Posted DMA writes still to copy their bytes out of this frame (hold_packet()): until they
+   *  have, the frame stays out of the pool even when its owner lets go of it. */
+  uint32_t holds = 0;
+  bool released = false;  ///< with holds: the owner let go; the last release_packet_hold() recycles it
   uint8_t data[wire::max_frame_length(4096)];
 };
 
@@ -45,6 +49,12 @@ using PacketPtr = std::unique_ptr<Packet, PacketRecycler>;
 
 /** @brief A fresh (or recycled) frame with a new id. */
 PacketPtr make_packet();
+
+/** @brief Keeps @p p's bytes as they are past its owner's release (a posted DMA write that lands
+ *  its payload straight from the frame); each hold ends with one release_packet_hold(). */
+void hold_packet(Packet* p);
+/** @brief Ends one hold_packet(); the last one recycles a frame its owner has let go of. */
+void release_packet_hold(Packet* p);
 
 /** @brief Anything a frame can be handed to: a port's receive side, a wire, a switch port. */
 class PacketReceiver {

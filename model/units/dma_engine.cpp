@@ -109,8 +109,15 @@ bool DmaEngine::post_write(uint64_t iova, const void* src, uint64_t len, uint32_
     done += contig < len - done ? contig : len - done;
   }
   const auto* in = static_cast<const uint8_t*>(src);
-  Posted p{now_ps() + write_latency_ps(len), iova, qpn, what, take_spare()};
-  p.bytes.assign(in, in + len);
+  Posted p{now_ps() + write_latency_ps(len), iova, qpn, what, len, nullptr, nullptr, {}};
+  if (frame_ && in >= frame_->data && in + len <= frame_->data + sizeof frame_->data) {
+    hold_packet(frame_);
+    p.frame = frame_;
+    p.in = in;
+  } else {
+    p.copy = take_spare();
+    p.copy.assign(in, in + len);
+  }
   // Behind the writes before it, it still crosses the link after them (its transfer time).
   if (p.at < posted_until_ + prof_.pcie_xfer_ps(len)) p.at = posted_until_ + prof_.pcie_xfer_ps(len);
   posted_until_ = p.at;
@@ -119,26 +126,31 @@ bool DmaEngine::post_write(uint64_t iova, const void* src, uint64_t len, uint32_
   return true;
 }
 
+DmaEngine::~DmaEngine() {
+  for (Posted& p : posted_)
+    if (p.frame) release_packet_hold(p.frame);
+}
+
+void DmaEngine::land_first() {
+  Posted p = std::move(posted_.front());
+  posted_.pop_front();
+  land(p);
+  if (p.frame)
+    release_packet_hold(p.frame);
+  else
+    keep_spare(std::move(p.copy));
+}
+
 void DmaEngine::land_due() {
   const uint64_t now = now_ps();
-  while (!posted_.empty() && posted_.front().at <= now) {
-    Posted p = std::move(posted_.front());
-    posted_.pop_front();
-    land(p);
-    keep_spare(std::move(p.bytes));
-  }
+  while (!posted_.empty() && posted_.front().at <= now) land_first();
 }
 
 void DmaEngine::land_overlapping(uint64_t iova, uint64_t len) {
   size_t through = 0;  // how many to land: up to the last that overlaps
   for (size_t i = 0; i < posted_.size(); ++i)
-    if (posted_[i].iova < iova + len && iova < posted_[i].iova + posted_[i].bytes.size()) through = i + 1;
-  for (; through > 0; --through) {
-    Posted p = std::move(posted_.front());
-    posted_.pop_front();
-    land(p);
-    keep_spare(std::move(p.bytes));
-  }
+    if (posted_[i].iova < iova + len && iova < posted_[i].iova + posted_[i].len) through = i + 1;
+  for (; through > 0; --through) land_first();
 }
 
 std::vector<uint8_t> DmaEngine::take_spare() {
@@ -153,16 +165,16 @@ void DmaEngine::keep_spare(std::vector<uint8_t>&& b) {
 }
 
 void DmaEngine::land(Posted& p) {
-  const uint64_t len = p.bytes.size();
+  const uint64_t len = p.len;
   for (uint64_t done = 0; done < len;) {
     uint64_t contig = 0;
     uint8_t* hva = iommu_.lookup(p.iova + done, contig);
     if (!hva) return;
     const uint64_t n = contig < len - done ? contig : len - done;
     if (mem_) {
-      if (!mem_->write(hva, p.bytes.data() + done, n)) return;  // the program is gone
+      if (!mem_->write(hva, p.bytes() + done, n)) return;  // the program is gone
     } else {
-      std::memcpy(hva, p.bytes.data() + done, n);
+      std::memcpy(hva, p.bytes() + done, n);
     }
     done += n;
   }

@@ -16,6 +16,7 @@
 
 #include "host_visible.h"
 #include "iommu.h"
+#include "packet.h"
 #include "timed_queue.h"
 #include "timing_profile.h"
 #include "trace.h"
@@ -52,7 +53,28 @@ class DmaEngine {
         prof_(prof),
         tracer_(tracer),
         landing_("dma_posted", [this](uint64_t&) { land_due(); }) {}
+  ~DmaEngine();
+  DmaEngine(const DmaEngine&) = delete;
+  DmaEngine& operator=(const DmaEngine&) = delete;
   void set_host_memory(HostMemory* mem) { mem_ = mem; }
+
+  /**
+   * @brief For its scope, the received frame the HCA acts on: a posted write whose bytes lie in
+   * it holds the frame (hold_packet()) until it lands instead of copying them. The frame is not
+   * changed after it is received, so the bytes that land are the ones posted, one copy fewer
+   * per payload (a 4 KiB WRITE's payload was copied three times).
+   */
+  class ActingOn {
+   public:
+    ActingOn(DmaEngine& dma, Packet* frame) : dma_(dma), before_(dma.frame_) { dma.frame_ = frame; }
+    ~ActingOn() { dma_.frame_ = before_; }
+    ActingOn(const ActingOn&) = delete;
+    ActingOn& operator=(const ActingOn&) = delete;
+
+   private:
+    DmaEngine& dma_;
+    Packet* before_;
+  };
 
   /**
    * @brief Read @p len bytes at @p iova; false on an IOMMU fault. Posted writes to those bytes
@@ -104,8 +126,14 @@ class DmaEngine {
     uint64_t iova;
     uint32_t qpn;
     const char* what;
-    std::vector<uint8_t> bytes;
+    uint64_t len;
+    Packet* frame;              ///< held, its bytes at @c in; or nullptr, the bytes in @c copy
+    const uint8_t* in;          ///< with @c frame
+    std::vector<uint8_t> copy;  ///< without @c frame
+    const uint8_t* bytes() const { return frame ? in : copy.data(); }
   };
+  /** Takes the first posted write off the queue and lands it. */
+  void land_first();
   /** Land, now, every posted write up to the last one that overlaps [@p iova, +@p len). */
   void land_overlapping(uint64_t iova, uint64_t len);
   /** Land @p p: an unmapped range (the MR went while the write was in flight) is dropped. */
@@ -124,6 +152,7 @@ class DmaEngine {
   uint64_t posted_until_ = 0;
   std::vector<std::vector<uint8_t>> spare_;  ///< landed writes' buffers, reused by post_write
   TimedQueue<uint64_t> landing_;
+  Packet* frame_ = nullptr;  ///< ActingOn's frame
 };
 
 }  // namespace hcasim::model

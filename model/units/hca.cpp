@@ -177,6 +177,7 @@ void Hca::dispatch_rx(RxWork& w) {
                  hw::qp_type_name(hw::QpType(qp->qpc.type)));
     return;
   }
+  const DmaEngine::ActingOn acting_on(core_.dma, w.pkt.get());  // payloads land from the frame
   if (wire::is_request(f.h.opcode))
     resp_.on_request(*qp, f);
   else

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "dma_engine.h"
+#include "model_fixture.h"
+#include "packet.h"
 #include "timing_profile.h"
 #include "trace.h"
 
@@ -215,6 +217,56 @@ TEST(DmaEngine, ReleaseLastWritesEveryByte) {
   EXPECT_EQ(b[0], cqe[63]);
   EXPECT_EQ(b[1], 0xaa);
   EXPECT_EQ(dma.bytes_written(), 64u);
+}
+
+TEST(DmaEngine, APostedWriteLandsFromTheFrameItHoldsAndThenLetsItGo) {
+  // A payload posted while the HCA acts on a received frame lands from that frame (no copy):
+  // the frame must stay out of the pool until it has landed, even when its owner lets go of it
+  // at once, and go back to the pool after. Bytes from elsewhere (an atomic's result on the
+  // stack) are copied when posted.
+  std::vector<uint8_t> mem(0x1000, 0);
+  Iommu m;
+  Tracer t;
+  DmaEngine dma(m, default_profile(), t);
+  ASSERT_TRUE(m.map(0x10000, mem.data(), 0x1000));
+  PacketPtr frame = make_packet();
+  Packet* const held = frame.get();
+  std::iota(held->data, held->data + 512, uint8_t(7));
+  uint8_t local[16];
+  std::iota(local, local + 16, uint8_t(200));
+  {
+    const DmaEngine::ActingOn acting_on(dma, held);
+    ASSERT_TRUE(dma.post_write(0x10100, held->data + 64, 256, 1, "payload"));
+    ASSERT_TRUE(dma.post_write(0x10000, local, sizeof local, 1, "atomic"));
+  }
+  frame.reset();  // the receive stage is done with it
+  std::memset(local, 0xee, sizeof local);
+  PacketPtr next = make_packet();  // would be the same frame, were it not held
+  ASSERT_NE(next.get(), held);
+  std::memset(next->data, 0xff, 512);
+  EXPECT_EQ(mem[0x100], 0);  // not landed before its write latency
+  test::run_for_ps(dma.posted_until() - test::sim_now_ps());
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(mem[0x100 + i], uint8_t(7 + 64 + i)) << "byte " << i;
+  for (int i = 0; i < 16; ++i) ASSERT_EQ(mem[i], uint8_t(200 + i)) << "byte " << i;
+  PacketPtr again = make_packet();  // the pool hands out the frame it got last first
+  EXPECT_EQ(again.get(), held) << "the landed write let go of its frame";
+}
+
+TEST(DmaEngine, AnEngineGoneWithWritesPostedLetsGoOfTheirFrames) {
+  std::vector<uint8_t> mem(0x1000, 0);
+  Iommu m;
+  Tracer t;
+  PacketPtr frame = make_packet();
+  Packet* const held = frame.get();
+  {
+    DmaEngine dma(m, default_profile(), t);
+    ASSERT_TRUE(m.map(0x10000, mem.data(), 0x1000));
+    const DmaEngine::ActingOn acting_on(dma, held);
+    ASSERT_TRUE(dma.post_write(0x10000, held->data, 128, 1, "payload"));
+    frame.reset();
+    ASSERT_NE(make_packet().get(), held);
+  }
+  EXPECT_EQ(make_packet().get(), held);
 }
 
 /** Host memory of "another process": hva values are offsets into a shadow buffer here. */
