@@ -11,23 +11,16 @@ std::vector<Packet*>& pool() {
 uint64_t next_id = 1;
 }  // namespace
 
-void PacketRecycler::operator()(Packet* p) const {
-  if (p->holds) {  // a posted write still reads it: the last release recycles it
-    p->released = true;
-    return;
-  }
+void PacketRecycler::operator()(Packet* p) const { release_packet_hold(p); }
+
+void hold_packet(Packet* p) { ++p->users; }
+
+void release_packet_hold(Packet* p) {
+  if (--p->users) return;  // its owner, or a posted write landing from it, still needs it
   if (pool().size() < 4096)
     pool().push_back(p);
   else
     delete p;
-}
-
-void hold_packet(Packet* p) { ++p->holds; }
-
-void release_packet_hold(Packet* p) {
-  if (--p->holds || !p->released) return;
-  p->released = false;
-  PacketRecycler{}(p);
 }
 
 PacketPtr make_packet() {
@@ -38,6 +31,7 @@ PacketPtr make_packet() {
     p = pool().back();
     pool().pop_back();
   }
+  p->users = 1;  // the PacketPtr returned
   p->len = 0;
   p->pristine = true;
   p->report_sent = false;

@@ -34,14 +34,14 @@ struct Packet {
   bool report_sent = false;
   uint32_t report_qpn = 0;  ///< with report_sent: the sending QP
   uint32_t report_psn = 0;  ///< with report_sent: the message's last PSN
-  /** Posted DMA writes still to copy their bytes out of this frame (hold_packet()): until they
-   *  have, the frame stays out of the pool even when its owner lets go of it. */
-  uint32_t holds = 0;
-  bool released = false;  ///< with holds: the owner let go; the last release_packet_hold() recycles it
+  /** Who still needs the bytes: the PacketPtr that owns the frame, and each posted DMA write
+   *  that lands from it (hold_packet()). The last to let go returns it to the pool. */
+  uint32_t users = 0;
   uint8_t data[wire::max_frame_length(4096)];
 };
 
-/** @brief Returns frames to the pool (the simulation runs under one lock, so no atomics). */
+/** @brief The owner lets go of a frame: back to the pool unless a hold remains (the simulation
+ *  runs under one lock, so no atomics). */
 struct PacketRecycler {
   void operator()(Packet* p) const;
 };
@@ -53,7 +53,7 @@ PacketPtr make_packet();
 /** @brief Keeps @p p's bytes as they are past its owner's release (a posted DMA write that lands
  *  its payload straight from the frame); each hold ends with one release_packet_hold(). */
 void hold_packet(Packet* p);
-/** @brief Ends one hold_packet(); the last one recycles a frame its owner has let go of. */
+/** @brief Ends one hold_packet(); the last user to let go returns the frame to the pool. */
 void release_packet_hold(Packet* p);
 
 /** @brief Anything a frame can be handed to: a port's receive side, a wire, a switch port. */

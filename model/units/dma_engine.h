@@ -138,8 +138,8 @@ class DmaEngine {
   void land_overlapping(uint64_t iova, uint64_t len);
   /** Land @p p: an unmapped range (the MR went while the write was in flight) is dropped. */
   void land(Posted& p);
-  /** A landed write's byte buffer, kept for the next post: the payload copy of every received
-   *  packet would otherwise allocate. */
+  /** A landed copy's byte buffer, kept for the next copy (bytes not in a held frame, such as an
+   *  atomic's old value), which would otherwise allocate. */
   std::vector<uint8_t> take_spare();
   void keep_spare(std::vector<uint8_t>&& b);
   static constexpr size_t kMaxSpare = 64;
@@ -150,7 +150,7 @@ class DmaEngine {
   uint64_t bytes_read_ = 0, bytes_written_ = 0, faults_ = 0;
   std::deque<Posted> posted_;  ///< in issue order, which is landing order
   uint64_t posted_until_ = 0;
-  std::vector<std::vector<uint8_t>> spare_;  ///< landed writes' buffers, reused by post_write
+  std::vector<std::vector<uint8_t>> spare_;  ///< landed copies' buffers, reused by post_write
   TimedQueue<uint64_t> landing_;
   Packet* frame_ = nullptr;  ///< ActingOn's frame
 };
