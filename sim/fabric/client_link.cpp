@@ -7,6 +7,7 @@
 #include "doorbell_ring.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -28,6 +29,11 @@ namespace hcasim::fabric {
 namespace {
 
 class RemoteLink;
+
+/// Set in a child forked by a process that joined a fabric (pthread_atfork): its HCAs are the
+/// parent's. A flag rather than a getpid() per message or doorbell, each a system call of about
+/// 1 us on a small virtual machine.
+std::atomic<bool> g_forked{false};
 
 /** @brief This process as a host of the fabric. Built once, never destroyed (like a driver). */
 class FabricClient {
@@ -51,8 +57,8 @@ class FabricClient {
    */
   bool spin_for_progress();
   /**
-   * @brief Realtime: leave doorbell @p m in the arena's ring (doorbell_ring.h), with a WAKE if
-   * the device may be asleep. False if it must go as a message (no ring, off, lockstep, full).
+   * @brief Leave doorbell @p m in the arena's ring (doorbell_ring.h), with a WAKE if the device
+   * may be asleep until a message. False if it must go as a message (no ring, off, full).
    */
   bool ring_doorbell(const DoorbellMsg& m);
   /** @brief Note the interrupt counts of a reply and run the handlers of the HCAs that fired. */
@@ -219,6 +225,8 @@ bool FabricClient::join() {
   irq_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   activity_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   pid_ = getpid();
+  static std::once_flag atfork;
+  std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, [] { g_forked.store(true); }); });
   if (!open_arena()) return false;
   HelloMsg m{kProtocolVersion, int32_t(pid_), want, 0, uint64_t(uintptr_t(arena_.base())), arena_.size()};
   const int fds[2] = {irq_fd_, arena_.fd()};
@@ -302,7 +310,7 @@ void FabricClient::lost(const char* what) {
 int FabricClient::conn() {
   thread_local ThreadConn tc;
   if (gone_.load(std::memory_order_relaxed)) return -1;
-  if (getpid() != pid_) {
+  if (g_forked.load(std::memory_order_relaxed)) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
       std::fprintf(stderr, "hcasim: a forked child cannot use its parent's simulated HCAs (pid %d)\n",
@@ -429,12 +437,14 @@ bool FabricClient::wait_progress() {
 }
 
 bool FabricClient::ring_doorbell(const DoorbellMsg& m) {
-  // Lockstep: a doorbell message also tells the device the thread is busy (its quiet rules).
-  if (!ring_ || !use_ring_ || !__atomic_load_n(&progress_->realtime, __ATOMIC_RELAXED) || !ring_on(*ring_))
-    return false;
+  if (!ring_ || !use_ring_ || !ring_on(*ring_)) return false;
+  // The entry names this thread, whose connection (attached here first) the device then counts
+  // as busy, as it would for a message (lockstep's quiet rules).
+  thread_local const int32_t tid = int32_t(gettid());
+  if (conn() < 0) return false;
   {
     std::lock_guard<std::mutex> g(ring_mu_);
-    if (!ring_push(*ring_, m)) return false;
+    if (!ring_push(*ring_, RingDoorbell{m, tid, 0})) return false;
   }
   if (ring_needs_wake(*ring_)) post(MsgType::Wake, nullptr, 0);
   return true;

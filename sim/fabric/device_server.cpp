@@ -67,6 +67,7 @@ struct DeviceServer::Conn {
   uint64_t wait_wall_ns = 0;  ///< when the WAIT arrived (realtime)
   uint64_t last_msg_ns = 0;
   pid_t pid = 0;       ///< the peer process (SO_PEERCRED), for the log
+  int32_t tid = 0;     ///< the program thread it serves (ATTACH's tid), as ring entries name it
   ThreadWatch thread;  ///< the program thread it serves (ATTACH's tid), when /proc shows it
   /// Lockstep: what the device found about its thread since its last message (held_until).
   struct Silence {
@@ -544,6 +545,7 @@ bool DeviceServer::on_attach(Conn& c, const Msg& m) {
   else
     c.host = am.host;
   if (r.status == 0 && !watch_thread(c, am.tid)) r.status = ESRCH;
+  if (r.status == 0) c.tid = am.tid;
   reply(c, MsgType::Attach, &r, sizeof r);
   if (r.status == EPERM) return bad(c, "ATTACH to host " + std::to_string(am.host) + " without its token");
   if (r.status != 0)
@@ -646,46 +648,63 @@ void DeviceServer::ring_doorbells(int host, const DoorbellMsg* dms, int n) {
   });
 }
 
-void DeviceServer::take_doorbells(Host& h) {
+int DeviceServer::take_doorbells(Host& h) {
   DoorbellRing* ring = ring_in(h.arena);
-  if (!ring) return;
-  DoorbellMsg e[kDoorbellRingSlots];
+  if (!ring) return 0;
+  RingDoorbell e[kDoorbellRingSlots];
   const int n = ring_take(*ring, e);
   if (n < 0)
     std::fprintf(stderr,
                  "hcasim-device: host %d (pid %d): its doorbell ring's head is more than %u entries ahead of "
                  "the device (the process wrote over it); its doorbells there are dropped\n",
                  h.index, int(h.pid), kDoorbellRingSlots);
-  if (n <= 0) return;
+  if (n <= 0) return 0;
   h.reads.forget();  // they announce new work requests (see dispatch)
   ring_doorbells_ += uint64_t(n);
+  heard_from(h, e, n);
   const ConnState as = host_state(h.index, false);
-  int ok = 0;  // the accepted ones, moved to the front in order
+  DoorbellMsg ok[kDoorbellRingSlots];  // the accepted ones, in order
+  int n_ok = 0;
   for (int i = 0; i < n; ++i) {
     // Checked as the same doorbell sent as a message would be (request.h).
     Request r;
-    const MsgHeader mh{MsgType::Doorbell, uint32_t(sizeof e[i])};
-    const std::string why = check_request(mh, reinterpret_cast<const uint8_t*>(&e[i]), 0, as, r);
+    const MsgHeader mh{MsgType::Doorbell, uint32_t(sizeof e[i].doorbell)};
+    const std::string why = check_request(mh, reinterpret_cast<const uint8_t*>(&e[i].doorbell), 0, as, r);
     if (why.empty())
-      e[ok++] = r.doorbell;
+      ok[n_ok++] = r.doorbell;
     else
       std::fprintf(stderr, "hcasim-device: host %d (pid %d): doorbell ring entry refused: %s\n", h.index,
                    int(h.pid), why.c_str());
   }
   // Found together, rung together: at one instant, one run ahead (each its own would cost a
   // kernel start per event it runs, per doorbell).
-  ring_doorbells(h.index, e, ok);
+  ring_doorbells(h.index, ok, n_ok);
+  return n;
 }
 
-void DeviceServer::take_all_doorbells() {
+void DeviceServer::heard_from(const Host& h, const RingDoorbell* e, int n) {
+  const uint64_t now = sim::Engine::mono_ns();
+  for (auto& c : conns_) {
+    if (c->host != h.index || c->life || c->tid <= 0) continue;
+    for (int i = 0; i < n; ++i)
+      if (e[i].tid == c->tid) {
+        c->last_msg_ns = now;
+        break;
+      }
+  }
+}
+
+int DeviceServer::take_all_doorbells() {
+  int n = 0;
   for (auto& h : hosts_)
-    if (h->alive) take_doorbells(*h);
+    if (h->alive) n += std::max(0, take_doorbells(*h));
+  return n;
 }
 
-bool DeviceServer::doorbells_before_sleep() {
+bool DeviceServer::doorbells_before_sleep(bool looks_again) {
   bool waiting = false;
   for (auto& h : hosts_)
-    if (DoorbellRing* ring = h->alive ? ring_in(h->arena) : nullptr; ring && ring_sleep(*ring))
+    if (DoorbellRing* ring = h->alive ? ring_in(h->arena) : nullptr; ring && ring_sleep(*ring, looks_again))
       waiting = true;
   return waiting;
 }
@@ -869,6 +888,9 @@ int64_t DeviceServer::progress() {
       busy_until = std::max(busy_until, until);
     }
   }
+  // Doorbells left in a ring since this loop began (the thread perhaps found asleep above just
+  // after writing them) are rung before time moves, and their threads counted busy: look again.
+  if (take_all_doorbells()) return 0;
   const bool pending = e.pending();
   if (any_wait) {
     const bool forced = now - oldest >= kMaxHoldNs;
@@ -992,8 +1014,10 @@ int DeviceServer::run() {
     pfds.push_back({listen_fd_, POLLIN, 0});
     for (auto& c : conns_) pfds.push_back({c->fd, POLLIN, 0});
     write_out_all();  // before the device sleeps, every payload of this step is in memory
-    // Asleep from here (clients send WAKE after a doorbell in their ring), unless one waits.
-    if (timeout_ns != 0 && doorbells_before_sleep()) timeout_ns = 0;
+    // Asleep from here (clients send WAKE after a doorbell in their ring), unless one waits. In
+    // lockstep a finite sleep ends in progress(), which looks at the rings before time moves.
+    if (timeout_ns != 0 && doorbells_before_sleep(!sim::Engine::instance().realtime() && timeout_ns > 0))
+      timeout_ns = 0;
     timespec ts{}, *tp = nullptr;
     if (timeout_ns >= 0) {
       ts.tv_sec = time_t(timeout_ns / 1'000'000'000);

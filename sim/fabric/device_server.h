@@ -41,6 +41,8 @@
 
 namespace hcasim::fabric {
 
+struct RingDoorbell;
+
 struct DeviceOptions {
   std::string socket;          ///< Unix socket path to listen on
   uint32_t hosts = 8;          ///< host slots
@@ -102,12 +104,20 @@ class DeviceServer {
   /** @brief UAR stores @p dms[0..@p n) of host @p host's HCAs (checked), at one instant: the wall
    * clock's in realtime, then what they start runs ahead. */
   void ring_doorbells(int host, const DoorbellMsg* dms, int n);
-  /** @brief Handle every doorbell @p h left in its arena's ring (doorbell_ring.h), each checked as a message.
+  /**
+   * @brief Handle every doorbell @p h left in its arena's ring (doorbell_ring.h), each checked as a
+   * message; returns how many were taken.
    */
-  void take_doorbells(Host& h);
-  void take_all_doorbells();
-  /** @brief Mark every ring asleep before poll(2); true if doorbells already wait (do not sleep). */
-  bool doorbells_before_sleep();
+  int take_doorbells(Host& h);
+  /** @brief take_doorbells() for every host; how many in all. */
+  int take_all_doorbells();
+  /** @brief The threads that rang @p e[0..n) count as heard from, as if each had sent a message. */
+  void heard_from(const Host& h, const RingDoorbell* e, int n);
+  /**
+   * @brief Mark every ring asleep before poll(2); true if doorbells already wait (do not sleep).
+   * @p looks_again: the sleep is finite and ends in a look at the rings before time moves.
+   */
+  bool doorbells_before_sleep(bool looks_again);
   /** @brief Back from poll(2): clients need not send WAKE. */
   void awake();
   /** @brief What request.h checks a message of host @p host against (-1: no host yet). */

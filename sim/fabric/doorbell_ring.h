@@ -7,10 +7,17 @@
  * A doorbell sent as a message costs the program a sendmsg and the device a recvmsg, about 2 us
  * each on a small machine, while the in-process world runs a whole 64-byte WRITE in about
  * that. A program that rings once per work request (perftest's ib_write_bw) paid it per WRITE.
- * In the realtime clock the client instead writes the doorbell into this ring, and the device
- * takes every doorbell waiting there whenever it looks: before any message of that process
- * (so a doorbell written before a message is always handled before it), and each time round
- * its loop. Only when the device may be asleep in poll(2) does the client send a WAKE message.
+ * The client instead writes the doorbell into this ring, and the device takes every doorbell
+ * waiting there whenever it looks: before any message of that process (so a doorbell written
+ * before a message is always handled before it), each time round its loop, and in the lockstep
+ * clock once more before it lets simulated time move on. Only when the device may be asleep
+ * in poll(2) until a message comes does the client send a WAKE message. In the lockstep clock a
+ * device that sleeps only until it looks at its programs' threads again (a finite timeout) is
+ * not woken: the doorbell cannot be late, since time does not move before the device looks.
+ *
+ * Each entry names the program thread that wrote it. In the lockstep clock a thread's messages
+ * tell the device that the thread is busy and simulated time must wait for it; a doorbell taken
+ * from the ring counts as a message of the thread it names.
  *
  * Both sides use these functions, so the layout and the ordering rules live here:
  * - the client writes an entry, then publishes head (release); the device reads head (acquire),
@@ -34,13 +41,27 @@ constexpr uint64_t kDoorbellRingOffset = 4096;
 /// Entries the ring holds; a power of two.
 constexpr uint32_t kDoorbellRingSlots = 128;
 
+/** @brief One entry: the doorbell, as its message would carry it, and who rang it. */
+struct RingDoorbell {
+  DoorbellMsg doorbell;
+  int32_t tid;    ///< the program thread that wrote it (as its connection's ATTACH names it)
+  uint32_t rsvd;  ///< zero
+};
+
+/// DoorbellRing::asleep: the device looks here all the time.
+constexpr uint32_t kRingAwake = 0;
+/// DoorbellRing::asleep: the device may sleep until a message comes (a doorbell needs a WAKE).
+constexpr uint32_t kRingAsleep = 1;
+/// DoorbellRing::asleep: the device sleeps, but looks again before simulated time moves (lockstep).
+constexpr uint32_t kRingLooksAgain = 2;
+
 /** @brief The ring, as laid out in the arena (zeroed pages: empty, off, awake). */
 struct DoorbellRing {
   alignas(64) uint64_t head;  ///< client: entries written, all time
   alignas(64) uint64_t tail;  ///< device: entries taken, all time
-  uint32_t asleep;            ///< device: 1 while it may sleep without looking here
+  uint32_t asleep;            ///< device: kRingAwake, kRingAsleep or kRingLooksAgain
   uint32_t on;                ///< device: 1 once it takes doorbells from here
-  alignas(64) DoorbellMsg slots[kDoorbellRingSlots];
+  alignas(64) RingDoorbell slots[kDoorbellRingSlots];
 };
 static_assert(kDoorbellRingOffset + sizeof(DoorbellRing) <= 2 * 4096,
               "the ring fits in the arena's second page");
@@ -50,9 +71,10 @@ static_assert((kDoorbellRingSlots & (kDoorbellRingSlots - 1)) == 0, "a power of 
 /// @{
 /** @brief Whether the device takes doorbells from @p r. */
 bool ring_on(const DoorbellRing& r);
-/** @brief Write @p m as the next entry; false if the ring is full (send @p m as a message). */
-bool ring_push(DoorbellRing& r, const DoorbellMsg& m);
-/** @brief After ring_push: whether the device may be asleep without having seen it (send WAKE). */
+/** @brief Write @p e as the next entry; false if the ring is full (send its doorbell as a message). */
+bool ring_push(DoorbellRing& r, const RingDoorbell& e);
+/** @brief After ring_push: whether the device may sleep until a message without having seen it (send WAKE).
+ */
 bool ring_needs_wake(const DoorbellRing& r);
 /// @}
 
@@ -66,8 +88,12 @@ inline DoorbellRing* ring_in(const DmaWindow& w) {
 }
 /** @brief Start (or stop) taking doorbells from @p r. */
 void ring_set_on(DoorbellRing& r, bool on);
-/** @brief About to sleep: mark @p r asleep; true if entries wait (then do not sleep). */
-bool ring_sleep(DoorbellRing& r);
+/**
+ * @brief About to sleep: mark @p r asleep; true if entries wait (then do not sleep). With
+ * @p looks_again the device will look here before simulated time moves on (lockstep, a finite
+ * sleep), so clients need not wake it.
+ */
+bool ring_sleep(DoorbellRing& r, bool looks_again = false);
 /** @brief Awake again: clients need not send WAKE. */
 void ring_awake(DoorbellRing& r);
 /**
@@ -75,7 +101,7 @@ void ring_awake(DoorbellRing& r);
  * their slots. Returns how many, or -1 if head is not within a ring's length ahead of tail
  * (the client's memory is corrupt: the ring is then emptied, its entries dropped).
  */
-int ring_take(DoorbellRing& r, DoorbellMsg* out);
+int ring_take(DoorbellRing& r, RingDoorbell* out);
 /// @}
 
 }  // namespace hcasim::fabric

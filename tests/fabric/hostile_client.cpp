@@ -306,7 +306,9 @@ int case_ring_foreign_qpn() {
   // host 0's first QP is refused (and logged); the host stays connected.
   DoorbellRing* ring = nullptr;
   const int fd = host_with_ring(ring);
-  if (!ring_push(*ring, DoorbellMsg{0, hw::kUarSqDoorbell, uint64_t(0x11) << 32 | 1})) fail("ring full");
+  if (!ring_push(*ring, RingDoorbell{DoorbellMsg{0, hw::kUarSqDoorbell, uint64_t(0x11) << 32 | 1},
+                                     int32_t(gettid()), 0}))
+    fail("ring full");
   send_msg(fd, MsgType::Wake, nullptr, 0);
   if (closed_by_device(fd, 500)) fail("a refused ring entry ended the connection");
   return 0;

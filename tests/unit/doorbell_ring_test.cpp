@@ -14,7 +14,9 @@
 namespace hcasim::fabric {
 namespace {
 
-DoorbellMsg db(uint64_t n) { return DoorbellMsg{uint32_t(n % 3), hw::kUarSqDoorbell, n}; }
+RingDoorbell db(uint64_t n) {
+  return RingDoorbell{DoorbellMsg{uint32_t(n % 3), hw::kUarSqDoorbell, n}, int32_t(n % 7), 0};
+}
 
 std::unique_ptr<DoorbellRing> fresh() {
   auto r = std::make_unique<DoorbellRing>();
@@ -31,16 +33,17 @@ TEST(DoorbellRing, StartsOffUntilTheDeviceTakesIt) {
 
 TEST(DoorbellRing, EntriesComeOutInOrderAcrossTheWrap) {
   auto r = fresh();
-  DoorbellMsg out[kDoorbellRingSlots];
+  RingDoorbell out[kDoorbellRingSlots];
   uint64_t next_in = 0, next_out = 0;
   for (int round = 0; round < 5; ++round) {  // 5 * 100 entries: the ring wraps several times
     for (int i = 0; i < 100; ++i) ASSERT_TRUE(ring_push(*r, db(next_in++)));
     const int n = ring_take(*r, out);
     ASSERT_EQ(n, 100);
     for (int i = 0; i < n; ++i, ++next_out) {
-      ASSERT_EQ(out[i].value, next_out);
-      ASSERT_EQ(out[i].hca, uint32_t(next_out % 3));
-      ASSERT_EQ(out[i].offset, hw::kUarSqDoorbell);
+      ASSERT_EQ(out[i].doorbell.value, next_out);
+      ASSERT_EQ(out[i].doorbell.hca, uint32_t(next_out % 3));
+      ASSERT_EQ(out[i].doorbell.offset, hw::kUarSqDoorbell);
+      ASSERT_EQ(out[i].tid, int32_t(next_out % 7)) << "each entry keeps the thread that wrote it";
     }
   }
   EXPECT_EQ(ring_take(*r, out), 0) << "nothing waits";
@@ -50,16 +53,17 @@ TEST(DoorbellRing, AFullRingRefusesTheNextEntry) {
   auto r = fresh();
   for (uint32_t i = 0; i < kDoorbellRingSlots; ++i) ASSERT_TRUE(ring_push(*r, db(i)));
   EXPECT_FALSE(ring_push(*r, db(999))) << "no slot is free";
-  DoorbellMsg out[kDoorbellRingSlots];
+  RingDoorbell out[kDoorbellRingSlots];
   ASSERT_EQ(ring_take(*r, out), int(kDoorbellRingSlots));
-  EXPECT_EQ(out[kDoorbellRingSlots - 1].value, kDoorbellRingSlots - 1) << "the refused one was not written";
+  EXPECT_EQ(out[kDoorbellRingSlots - 1].doorbell.value, kDoorbellRingSlots - 1)
+      << "the refused one was not written";
   EXPECT_TRUE(ring_push(*r, db(1000))) << "taking frees the slots";
 }
 
 TEST(DoorbellRing, AHeadBeyondTheRingIsReportedAndEmptied) {
   auto r = fresh();
   r->head = kDoorbellRingSlots + 1;  // more entries than the ring has slots
-  DoorbellMsg out[kDoorbellRingSlots];
+  RingDoorbell out[kDoorbellRingSlots];
   EXPECT_EQ(ring_take(*r, out), -1);
   EXPECT_EQ(r->tail, r->head) << "emptied: the next take starts afresh";
   EXPECT_EQ(ring_take(*r, out), 0);
@@ -79,6 +83,18 @@ TEST(DoorbellRing, SleepAndWake) {
   ring_awake(*r);
 }
 
+TEST(DoorbellRing, ADeviceThatLooksAgainByItselfNeedsNoWake) {
+  auto r = fresh();
+  EXPECT_FALSE(ring_sleep(*r, /*looks_again=*/true));
+  ASSERT_TRUE(ring_push(*r, db(1)));
+  EXPECT_FALSE(ring_needs_wake(*r)) << "lockstep, a finite sleep: it looks at the ring before time moves";
+  RingDoorbell out[kDoorbellRingSlots];
+  ASSERT_EQ(ring_take(*r, out), 1);
+  EXPECT_FALSE(ring_sleep(*r, /*looks_again=*/false));
+  ASSERT_TRUE(ring_push(*r, db(2)));
+  EXPECT_TRUE(ring_needs_wake(*r)) << "asleep until a message: wake it";
+}
+
 TEST(DoorbellRing, AWriterAndAReaderThreadLoseNothing) {
   auto r = fresh();
   constexpr uint64_t kN = 200'000;
@@ -89,12 +105,12 @@ TEST(DoorbellRing, AWriterAndAReaderThreadLoseNothing) {
       else
         std::this_thread::yield();  // full: the client would send a message instead
   });
-  DoorbellMsg out[kDoorbellRingSlots];
+  RingDoorbell out[kDoorbellRingSlots];
   uint64_t expect = 0;
   while (expect < kN) {
     const int n = ring_take(*r, out);
     ASSERT_GE(n, 0);
-    for (int i = 0; i < n; ++i, ++expect) ASSERT_EQ(out[i].value, expect);
+    for (int i = 0; i < n; ++i, ++expect) ASSERT_EQ(out[i].doorbell.value, expect);
     if (!n) std::this_thread::yield();
   }
   writer.join();
