@@ -43,7 +43,7 @@ std::string ThreadWatch::open(pid_t pid, pid_t tid, bool& foreign) {
     close();
     return why;
   }
-  if (!sample()) {
+  if (!sample() || !read_all(sched_fd_)) {
     close();
     return dir + ": unreadable";
   }
@@ -53,23 +53,39 @@ std::string ThreadWatch::open(pid_t pid, pid_t tid, bool& foreign) {
 std::optional<ThreadWatch::Sample> ThreadWatch::sample() const {
   if (stat_fd_ < 0) return std::nullopt;
   const auto stat = read_all(stat_fd_);
-  const auto sched = stat ? read_all(sched_fd_) : std::nullopt;
-  if (!stat || !sched) return std::nullopt;
-  return parse(*stat, *sched);
+  const auto runnable = stat ? parse_state(*stat) : std::nullopt;
+  if (!runnable) return std::nullopt;
+  // An asleep thread's CPU time is not asked for: one read instead of two (each a system call,
+  // and the lockstep device looks at a quiet thread every 50 us).
+  if (!*runnable) return Sample{false, 0};
+  const auto sched = read_all(sched_fd_);
+  const auto cpu = sched ? parse_cpu(*sched) : std::nullopt;
+  if (!cpu) return std::nullopt;
+  return Sample{true, *cpu};
 }
 
-std::optional<ThreadWatch::Sample> ThreadWatch::parse(const std::string& stat, const std::string& schedstat) {
+std::optional<bool> ThreadWatch::parse_state(const std::string& stat) {
   // "tid (comm) S ...": the name may hold spaces and parentheses, so the state follows the last ')'.
   const size_t close_paren = stat.rfind(')');
   if (close_paren == std::string::npos || close_paren + 2 >= stat.size() || stat[close_paren + 1] != ' ')
     return std::nullopt;
-  const char state = stat[close_paren + 2];
+  return stat[close_paren + 2] == 'R';
+}
+
+std::optional<uint64_t> ThreadWatch::parse_cpu(const std::string& schedstat) {
   // schedstat: "on-CPU ns, run-queue wait ns, time slices".
   char* end = nullptr;
   errno = 0;
   const unsigned long long cpu = std::strtoull(schedstat.c_str(), &end, 10);
   if (end == schedstat.c_str() || errno || (*end != ' ' && *end != '\n')) return std::nullopt;
-  return Sample{state == 'R', uint64_t(cpu)};
+  return uint64_t(cpu);
+}
+
+std::optional<ThreadWatch::Sample> ThreadWatch::parse(const std::string& stat, const std::string& schedstat) {
+  const auto runnable = parse_state(stat);
+  const auto cpu = parse_cpu(schedstat);
+  if (!runnable || !cpu) return std::nullopt;
+  return Sample{*runnable, *cpu};
 }
 
 }  // namespace hcasim::fabric

@@ -42,11 +42,18 @@ class ThreadWatch {
    */
   std::string open(pid_t pid, pid_t tid, bool& foreign);
   bool watching() const { return stat_fd_ >= 0; }
-  /** @brief The thread's state now; nullopt if it cannot be read (the thread has ended). */
+  /**
+   * @brief The thread's state now; nullopt if it cannot be read (the thread has ended). The CPU
+   * time is read only for a runnable thread (0 for one asleep).
+   */
   std::optional<Sample> sample() const;
 
   /** @brief Parse a /proc/.../stat line and a schedstat line (exposed for the unit test). */
   static std::optional<Sample> parse(const std::string& stat, const std::string& schedstat);
+  /** @brief A /proc/.../stat line's state: running or ready to run; nullopt if malformed. */
+  static std::optional<bool> parse_state(const std::string& stat);
+  /** @brief A schedstat line's CPU time in ns; nullopt if malformed. */
+  static std::optional<uint64_t> parse_cpu(const std::string& schedstat);
 
  private:
   void close();

@@ -80,6 +80,7 @@ TEST(ThreadWatch, SeesAThreadAsleepThenRunningAndItsCpuTime) {
   EXPECT_FALSE(foreign);
   const ThreadWatch::Sample asleep = settled(w, false);
   EXPECT_FALSE(asleep.runnable);  // blocked in read(2)
+  EXPECT_EQ(asleep.cpu_ns, 0u) << "an asleep thread's CPU time is not read (one system call fewer)";
   ASSERT_EQ(write(subject.fds[1], "x", 1), 1);
   const ThreadWatch::Sample spinning = settled(w, true);
   EXPECT_TRUE(spinning.runnable);
