@@ -444,7 +444,7 @@ bool FabricClient::ring_doorbell(const DoorbellMsg& m) {
   if (conn() < 0) return false;
   {
     std::lock_guard<std::mutex> g(ring_mu_);
-    if (!ring_push(*ring_, RingDoorbell{m, tid, 0})) return false;
+    if (!ring_push(*ring_, RingDoorbell{m, tid, ring_stamp(sim::mono_now_ns())})) return false;
   }
   if (ring_needs_wake(*ring_)) post(MsgType::Wake, nullptr, 0);
   return true;

@@ -15,9 +15,11 @@
  * device that sleeps only until it looks at its programs' threads again (a finite timeout) is
  * not woken: the doorbell cannot be late, since time does not move before the device looks.
  *
- * Each entry names the program thread that wrote it. In the lockstep clock a thread's messages
- * tell the device that the thread is busy and simulated time must wait for it; a doorbell taken
- * from the ring counts as a message of the thread it names.
+ * Each entry names the program thread that wrote it and when. In the lockstep clock a thread's
+ * messages tell the device that the thread is busy and simulated time must wait for it; a
+ * doorbell taken from the ring counts as a message of the thread it names, sent when it was
+ * written (so a device that takes it late holds time for that thread no longer than a message
+ * would have).
  *
  * Both sides use these functions, so the layout and the ordering rules live here:
  * - the client writes an entry, then publishes head (release); the device reads head (acquire),
@@ -41,12 +43,23 @@ constexpr uint64_t kDoorbellRingOffset = 4096;
 /// Entries the ring holds; a power of two.
 constexpr uint32_t kDoorbellRingSlots = 128;
 
-/** @brief One entry: the doorbell, as its message would carry it, and who rang it. */
+/** @brief One entry: the doorbell, as its message would carry it, and who rang it when. */
 struct RingDoorbell {
   DoorbellMsg doorbell;
-  int32_t tid;    ///< the program thread that wrote it (as its connection's ATTACH names it)
-  uint32_t rsvd;  ///< zero
+  int32_t tid;          ///< the program thread that wrote it (as its connection's ATTACH names it)
+  uint32_t written_ns;  ///< when: CLOCK_MONOTONIC in ns, its low 32 bits (ring_stamp())
 };
+
+/** @brief RingDoorbell::written_ns for the wall-clock instant @p mono_ns. */
+inline uint32_t ring_stamp(uint64_t mono_ns) { return uint32_t(mono_ns); }
+/**
+ * @brief The instant an entry stamped @p written_ns was written, taken @p now_ns (both
+ * CLOCK_MONOTONIC, one machine): entries are taken within milliseconds, far less than the 4.29 s
+ * after which the 32 bits wrap.
+ */
+inline uint64_t ring_written_ns(uint32_t written_ns, uint64_t now_ns) {
+  return now_ns - uint32_t(uint32_t(now_ns) - written_ns);
+}
 
 /// DoorbellRing::asleep: the device looks here all the time.
 constexpr uint32_t kRingAwake = 0;

@@ -2,7 +2,8 @@
 // The doorbell ring a fabric client shares with the device (sim/fabric/doorbell_ring.h): entries
 // come out in the order they went in, a full ring refuses the next one (the client then sends a
 // message), a head beyond the ring's length is reported and the ring emptied, a device about to
-// sleep sees waiting doorbells and a client sees a sleeping device, and a writer thread and a
+// sleep sees waiting doorbells and a client sees a sleeping device (unless it looks again by
+// itself), an entry's stamp gives back when it was written, and a writer thread and a
 // reader thread pass 200,000 doorbells through it with none lost, repeated or reordered.
 #include "doorbell_ring.h"
 
@@ -81,6 +82,16 @@ TEST(DoorbellRing, SleepAndWake) {
   EXPECT_FALSE(ring_needs_wake(*r));
   EXPECT_TRUE(ring_sleep(*r)) << "a doorbell waits: do not sleep";
   ring_awake(*r);
+}
+
+TEST(DoorbellRing, AnEntrysStampGivesTheInstantItWasWritten) {
+  // A doorbell taken late counts as a message sent when it was written (the lockstep quiet rule).
+  const uint64_t written = 5'000'000'123ull;
+  EXPECT_EQ(ring_written_ns(ring_stamp(written), written), written);
+  EXPECT_EQ(ring_written_ns(ring_stamp(written), written + 250'000), written) << "taken 250 us later";
+  // Across the low 32 bits' wrap (every 4.29 s).
+  const uint64_t before_wrap = 0x1'ffff'fff0ull;
+  EXPECT_EQ(ring_written_ns(ring_stamp(before_wrap), before_wrap + 0x40), before_wrap);
 }
 
 TEST(DoorbellRing, ADeviceThatLooksAgainByItselfNeedsNoWake) {
