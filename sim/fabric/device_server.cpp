@@ -687,7 +687,8 @@ void DeviceServer::heard_from(const Host& h, const RingDoorbell* e, int n) {
   for (auto& c : conns_) {
     if (c->host != h.index || c->life || c->tid <= 0) continue;
     for (int i = 0; i < n; ++i)
-      if (e[i].tid == c->tid) c->last_msg_ns = std::max(c->last_msg_ns, ring_written_ns(e[i].written_ns, now));
+      if (e[i].tid == c->tid)
+        c->last_msg_ns = std::max(c->last_msg_ns, ring_written_ns(e[i].written_ns, now));
   }
 }
 
