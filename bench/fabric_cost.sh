@@ -16,8 +16,9 @@
 # with its own HCA), which is what issue #17's fabric goal compares with the in-process stream,
 # then two processes of ib_write_bw (server and client, its default 1 in 100 signaled, one
 # doorbell per WRITE) as they run by default (doorbells through the arena's ring), with every
-# doorbell a message (HCASIM_DOORBELL_RING=0) and without the shared arena, and sim_throughput
-# (both QPs driven by the harness itself).
+# doorbell a message (HCASIM_DOORBELL_RING=0) and without the shared arena, the same pair in the
+# lockstep clock (with and without the ring), and sim_throughput (both QPs driven by the harness
+# itself).
 # Prints messages per wall-second and the ratio to the in-process stream (its median of three runs). Simulated-time figures
 # are the same everywhere (one model); this is the simulator's own speed.
 set -eu
@@ -44,8 +45,9 @@ pairdir=$(mktemp -d)
 pair=$(rate_of "$("$build/bin/hcasim" run -- "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role receiver \
       ::: "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role sender)")
 rm -rf "$pairdir"
-bw() {  # bw ARENA RING PORT: ib_write_bw pair on a fabric, messages per wall-second
-  out=$(HCASIM_DMA_ARENA=$1 HCASIM_DOORBELL_RING=$2 "$build/bin/hcasim" run -- ib_write_bw -F -n "$ops" -s 64 -p "$3" \
+bw() {  # bw ARENA RING PORT [CLOCK]: ib_write_bw pair on a fabric, messages per wall-second
+  out=$(HCASIM_DMA_ARENA=$1 HCASIM_DOORBELL_RING=$2 "$build/bin/hcasim" run --clock "${4:-auto}" -- \
+        ib_write_bw -F -n "$ops" -s 64 -p "$3" \
         ::: "$here/../tests/fabric/wait-port" "$3" ib_write_bw -F -n "$ops" -s 64 -p "$3" localhost 2>&1)
   # perftest's row: bytes iterations BW-peak BW-average MsgRate[Mpps]; the client prints it last.
   mpps=$(printf '%s\n' "$out" | awk '$1 == 64 && $2 == '"$ops"' { r = $NF } END { print r }')
@@ -54,8 +56,10 @@ bw() {  # bw ARENA RING PORT: ib_write_bw pair on a fabric, messages per wall-se
 bw1=$(bw 1 1 $port)
 bwr=$(bw 1 0 $((port + 1)))
 bw0=$(bw 0 1 $((port + 2)))
+bwl=$(bw 1 1 $((port + 3)) lockstep)
+bwlr=$(bw 1 0 $((port + 4)) lockstep)
 harness=$("$build/bin/sim_throughput" --ops "$ops" | awk '/64 B, 1 in 16 signaled/ { print $(NF-1) }')
-printf 'fabric cost: 64-byte RDMA WRITE, %s ops, realtime clock (load average %s)\n' "$ops" \
+printf 'fabric cost: 64-byte RDMA WRITE, %s ops, realtime clock unless a row says lockstep (load average %s)\n' "$ops" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"
 row() { awk -v n="$1" -v r="$2" -v b="$inproc" 'BEGIN { printf "  %-52s %9d msgs/wall-s  %5.2f\n", n, r, r / b }'; }
 printf '  %-52s %20s  %5s\n' "" "" "ratio"
@@ -68,4 +72,6 @@ row "fabric, two processes (write_stream --pair)" "$pair"
 row "fabric, two processes (ib_write_bw)" "$bw1"
 row "fabric, two processes, HCASIM_DOORBELL_RING=0" "$bwr"
 row "fabric, two processes, HCASIM_DMA_ARENA=0" "$bw0"
+row "fabric, two processes (ib_write_bw), lockstep clock" "$bwl"
+row "  the same, HCASIM_DOORBELL_RING=0" "$bwlr"
 row "in-process harness, lockstep (sim_throughput)" "$harness"
