@@ -27,6 +27,13 @@
 
 namespace bench {
 
+/** @brief Compute for @p us microseconds of wall time (no system call, no verbs call). */
+inline void spin(long us) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
 inline double wall_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

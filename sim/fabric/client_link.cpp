@@ -84,7 +84,6 @@ class FabricClient {
   bool open_arena();
   struct ThreadConn {
     int fd = -1;
-    pid_t pid = 0;
     ~ThreadConn() {
       if (fd >= 0) ::close(fd);
     }
@@ -279,7 +278,7 @@ bool FabricClient::open_arena() {
 
 void FabricClient::leaving() {
   static std::atomic<bool> once{false};
-  if (life_fd_ < 0 || getpid() != pid_ || gone_.load() || once.exchange(true)) return;
+  if (life_fd_ < 0 || g_forked.load() || gone_.load() || once.exchange(true)) return;
   StatusReply r{};
   MsgHeader h{};
   pollfd p{life_fd_, POLLIN, 0};
@@ -317,7 +316,7 @@ int FabricClient::conn() {
                    int(getpid()));
     return -1;
   }
-  if (tc.fd >= 0 && tc.pid == pid_) return tc.fd;
+  if (tc.fd >= 0) return tc.fd;  // a forked child's copy never gets here (g_forked)
   const int fd = connect_socket(path_);
   AttachMsg m{host_, token_, int32_t(gettid())};
   StatusReply r{EIO};
@@ -329,7 +328,6 @@ int FabricClient::conn() {
     return -1;
   }
   tc.fd = fd;
-  tc.pid = pid_;
   return fd;
 }
 

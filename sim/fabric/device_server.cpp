@@ -695,7 +695,7 @@ void DeviceServer::heard_from(const Host& h, const RingDoorbell* e, int n) {
 int DeviceServer::take_all_doorbells() {
   int n = 0;
   for (auto& h : hosts_)
-    if (h->alive) n += std::max(0, take_doorbells(*h));
+    if (h->alive) n += take_doorbells(*h);
   return n;
 }
 

@@ -40,7 +40,7 @@ constexpr uint32_t kProtocolVersion = 10;  // 2: TraceMsg carries typed fields; 
                                            // 6: HelloMsg's DMA arena; 7: AttachMsg's thread;
                                            // 8: WaitMsg, WaitReply::visible, the arena's progress page
                                            // 9: the arena's doorbell ring (doorbell_ring.h), WAKE
-                                           // 10: ring entries name their thread (lockstep uses the ring)
+                                           // 10: ring entries name their thread and time (lockstep too)
 /** @brief HelloReply::driver_trace: the device wants the driver's error events / all its others. */
 constexpr uint8_t kDriverTraceErrors = 1, kDriverTraceOthers = 2;
 /** @brief Most HCAs one host may own. */

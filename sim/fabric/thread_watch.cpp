@@ -81,11 +81,4 @@ std::optional<uint64_t> ThreadWatch::parse_cpu(const std::string& schedstat) {
   return uint64_t(cpu);
 }
 
-std::optional<ThreadWatch::Sample> ThreadWatch::parse(const std::string& stat, const std::string& schedstat) {
-  const auto runnable = parse_state(stat);
-  const auto cpu = parse_cpu(schedstat);
-  if (!runnable || !cpu) return std::nullopt;
-  return Sample{*runnable, *cpu};
-}
-
 }  // namespace hcasim::fabric

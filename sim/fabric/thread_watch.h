@@ -48,8 +48,6 @@ class ThreadWatch {
    */
   std::optional<Sample> sample() const;
 
-  /** @brief Parse a /proc/.../stat line and a schedstat line (exposed for the unit test). */
-  static std::optional<Sample> parse(const std::string& stat, const std::string& schedstat);
   /** @brief A /proc/.../stat line's state: running or ready to run; nullopt if malformed. */
   static std::optional<bool> parse_state(const std::string& stat);
   /** @brief A schedstat line's CPU time in ns; nullopt if malformed. */

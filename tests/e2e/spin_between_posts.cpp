@@ -15,17 +15,6 @@
 
 #include "write_pair.h"
 
-namespace {
-
-/** @brief Compute for @p us microseconds of wall time (no system call, no verbs call). */
-void spin(long us) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-  while (std::chrono::steady_clock::now() < end) {
-  }
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   const long us = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 20;
   if (us < 0 || us > 1'000'000) {
@@ -43,7 +32,7 @@ int main(int argc, char** argv) {
   // bound on a machine too loaded to run the commands at once (clock_test.sh).
   bench::post_signaled_write(a, b, 1);
   const auto between = std::chrono::steady_clock::now();
-  spin(us);
+  bench::spin(us);
   for (long i = 0; i < pd_pairs; ++i) {
     ibv_pd* pd = ibv_alloc_pd(a.ctx);
     if (!pd || ibv_dealloc_pd(pd) != 0) {

@@ -6,42 +6,16 @@
 // lands at the same simulated instant, whether the doorbells travel as messages or through the
 // arena's doorbell ring (sim/fabric/doorbell_ring.h).
 //
-//   busy_poster [POSTS [SPIN_US]]        (defaults 32, 50)
+//   busy_poster [POSTS [SPIN_US]]        (defaults 64, 50)
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "write_pair.h"
 
-namespace {
-
-/** @brief Compute for @p us microseconds of wall time (no system call, no verbs call). */
-void spin(long us) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
-  while (std::chrono::steady_clock::now() < end) {
-  }
-}
-
-/** @brief Post one 64-byte RDMA WRITE from @p a to @p b, signaled if @p last. */
-void post_write(bench::Side& a, const bench::Side& b, bool last) {
-  ibv_sge sge{uint64_t(uintptr_t(a.buf.data())), 64, a.mr->lkey};
-  ibv_send_wr wr{};
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = last ? IBV_SEND_SIGNALED : 0;
-  wr.wr.rdma.remote_addr = uint64_t(uintptr_t(b.buf.data()));
-  wr.wr.rdma.rkey = b.mr->rkey;
-  ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(a.qp, &wr, &bad)) bench::die("ibv_post_send");
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  const long posts = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 32;
+  const long posts = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 64;
   const long us = argc > 2 ? std::strtol(argv[2], nullptr, 10) : 50;
   if (posts < 1 || posts > 200 || us < 0 || us > 10'000) {
     std::fprintf(stderr, "busy_poster: POSTS must be 1..200 and SPIN_US 0..10000\n");
@@ -63,14 +37,14 @@ int main(int argc, char** argv) {
   // Let the waiter start polling (and waiting in the device) before the first post.
   while (polls.load(std::memory_order_relaxed) < 2) std::this_thread::yield();
   for (long i = 0; i < posts; ++i) {
-    post_write(a, b, i == posts - 1);
-    if (i != posts - 1) spin(us);
+    bench::post_signaled_write(a, b, uint64_t(i));
+    if (i != posts - 1) bench::spin(us);
   }
-  for (;;) {
+  for (long done = 0; done < posts;) {
     ibv_wc wc{};
     const int n = ibv_poll_cq(a.cq, 1, &wc);
     if (n < 0 || (n == 1 && wc.status != IBV_WC_SUCCESS)) bench::die("completion error");
-    if (n == 1) break;
+    done += n;
   }
   done.store(true, std::memory_order_release);
   waiter.join();

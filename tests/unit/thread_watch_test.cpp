@@ -16,21 +16,21 @@ namespace {
 
 TEST(ThreadWatch, ParsesStateAfterTheLastParenthesis) {
   // A thread name may hold spaces and parentheses.
-  auto s = ThreadWatch::parse("42 (a) S (b) R 1 2 3\n", "123456 789 10\n");
-  ASSERT_TRUE(s);
-  EXPECT_TRUE(s->runnable);
-  EXPECT_EQ(s->cpu_ns, 123456u);
-  s = ThreadWatch::parse("42 (x) S 1 2\n", "7 0 1\n");
-  ASSERT_TRUE(s);
-  EXPECT_FALSE(s->runnable);
-  EXPECT_EQ(s->cpu_ns, 7u);
+  auto runnable = ThreadWatch::parse_state("42 (a) S (b) R 1 2 3\n");
+  ASSERT_TRUE(runnable);
+  EXPECT_TRUE(*runnable);
+  EXPECT_EQ(ThreadWatch::parse_cpu("123456 789 10\n"), 123456u);
+  runnable = ThreadWatch::parse_state("42 (x) S 1 2\n");
+  ASSERT_TRUE(runnable);
+  EXPECT_FALSE(*runnable);
+  EXPECT_EQ(ThreadWatch::parse_cpu("7 0 1\n"), 7u);
 }
 
 TEST(ThreadWatch, RefusesWhatIsNotAStatLine) {
-  EXPECT_FALSE(ThreadWatch::parse("no parenthesis", "1 2 3"));
-  EXPECT_FALSE(ThreadWatch::parse("42 (x)", "1 2 3"));
-  EXPECT_FALSE(ThreadWatch::parse("42 (x) R", "not a number"));
-  EXPECT_FALSE(ThreadWatch::parse("42 (x) R", "12x 3"));
+  EXPECT_FALSE(ThreadWatch::parse_state("no parenthesis"));
+  EXPECT_FALSE(ThreadWatch::parse_state("42 (x)"));
+  EXPECT_FALSE(ThreadWatch::parse_cpu("not a number"));
+  EXPECT_FALSE(ThreadWatch::parse_cpu("12x 3"));
 }
 
 /** A thread that sleeps on a pipe until told to spin, then spins until told to stop. */
