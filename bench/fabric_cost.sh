@@ -17,8 +17,9 @@
 # then two processes of ib_write_bw (server and client, its default 1 in 100 signaled, one
 # doorbell per WRITE) as they run by default (doorbells through the arena's ring), with every
 # doorbell a message (HCASIM_DOORBELL_RING=0) and without the shared arena, the same pair in the
-# lockstep clock (with and without the ring), and sim_throughput (both QPs driven by the harness
-# itself).
+# lockstep clock (with and without the ring, and with every payload ending a step:
+# HCASIM_GATHER_ASLEEP=0) beside the in-process stream in that clock, and sim_throughput (both
+# QPs driven by the harness itself).
 # Prints messages per wall-second and the ratio to the in-process stream (its median of three runs). Simulated-time figures
 # are the same everywhere (one model); this is the simulator's own speed.
 set -eu
@@ -45,8 +46,8 @@ pairdir=$(mktemp -d)
 pair=$(rate_of "$("$build/bin/hcasim" run -- "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role receiver \
       ::: "$build/bin/write_stream" --ops "$ops" --pair "$pairdir" --role sender)")
 rm -rf "$pairdir"
-bw() {  # bw ARENA RING PORT [CLOCK]: ib_write_bw pair on a fabric, messages per wall-second
-  out=$(HCASIM_DMA_ARENA=$1 HCASIM_DOORBELL_RING=$2 "$build/bin/hcasim" run --clock "${4:-auto}" -- \
+bw() {  # bw ARENA RING PORT [CLOCK [GATHER]]: ib_write_bw pair on a fabric, messages per wall-second
+  out=$(HCASIM_DMA_ARENA=$1 HCASIM_DOORBELL_RING=$2 HCASIM_GATHER_ASLEEP=${5:-1} "$build/bin/hcasim" run --clock "${4:-auto}" -- \
         ib_write_bw -F -n "$ops" -s 64 -p "$3" \
         ::: "$here/../tests/fabric/wait-port" "$3" ib_write_bw -F -n "$ops" -s 64 -p "$3" localhost 2>&1)
   # perftest's row: bytes iterations BW-peak BW-average MsgRate[Mpps]; the client prints it last.
@@ -58,6 +59,8 @@ bwr=$(bw 1 0 $((port + 1)))
 bw0=$(bw 0 1 $((port + 2)))
 bwl=$(bw 1 1 $((port + 3)) lockstep)
 bwlr=$(bw 1 0 $((port + 4)) lockstep)
+bwlg=$(bw 1 1 $((port + 5)) lockstep 0)
+inlock=$(rate_of "$("$build/bin/hcasim" run --clock lockstep -- "$build/bin/write_stream" --ops "$ops")")
 harness=$("$build/bin/sim_throughput" --ops "$ops" | awk '/64 B, 1 in 16 signaled/ { print $(NF-1) }')
 printf 'fabric cost: 64-byte RDMA WRITE, %s ops, realtime clock unless a row says lockstep (load average %s)\n' "$ops" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -74,4 +77,6 @@ row "fabric, two processes, HCASIM_DOORBELL_RING=0" "$bwr"
 row "fabric, two processes, HCASIM_DMA_ARENA=0" "$bw0"
 row "fabric, two processes (ib_write_bw), lockstep clock" "$bwl"
 row "  the same, HCASIM_DOORBELL_RING=0" "$bwlr"
+row "  the same, HCASIM_GATHER_ASLEEP=0" "$bwlg"
+row "in-process (write_stream), lockstep clock" "$inlock"
 row "in-process harness, lockstep (sim_throughput)" "$harness"

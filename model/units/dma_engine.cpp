@@ -98,7 +98,7 @@ bool DmaEngine::write(uint64_t iova, const void* src, uint64_t len, uint32_t qpn
     done += n;
   }
   bytes_written_ += len;
-  note_host_visible();
+  note_host_visible(!mem_ || mem_->watched());
   return true;
 }
 
@@ -181,7 +181,7 @@ void DmaEngine::land(Posted& p) {
   HCASIM_TRACE(tracer_, Dma, DmaWrite, p.qpn, TraceFields().set_addr(p.iova).set_count(uint32_t(len)),
                "%-10s iova=0x%" PRIx64 " len=%" PRIu64, p.what, p.iova, len);
   bytes_written_ += len;
-  note_host_visible();
+  note_host_visible(!mem_ || mem_->watched());
 }
 
 }  // namespace hcasim::model

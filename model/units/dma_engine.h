@@ -44,6 +44,11 @@ class HostMemory {
   virtual ~HostMemory() = default;
   virtual bool read(const uint8_t* hva, void* dst, uint64_t len, ReadFor why);
   virtual bool write(uint8_t* hva, const void* src, uint64_t len);
+  /**
+   * @brief Whether software may be looking at this memory now, so that a write into it should
+   * end a waiting program's step (host_visible.h). Always, in the program's own process.
+   */
+  virtual bool watched() const { return true; }
 };
 
 class DmaEngine {

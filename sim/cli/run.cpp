@@ -146,6 +146,8 @@ int check_run(RunRequest& r) {
   if (const std::string err = fabric::dma_arena_setting(arena); !err.empty()) return fail("%s", err.c_str());
   if (const std::string err = fabric::poll_spin_setting(arena); !err.empty()) return fail("%s", err.c_str());
   if (const std::string err = fabric::read_ahead_setting(arena); !err.empty()) return fail("%s", err.c_str());
+  if (const std::string err = fabric::gather_asleep_setting(arena); !err.empty())
+    return fail("%s", err.c_str());
   if (const std::string err = fabric::doorbell_ring_setting(arena); !err.empty())
     return fail("%s", err.c_str());
   if (!r.join.empty() && !r.so.env.empty())

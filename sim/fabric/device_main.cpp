@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   }
   hcasim::sim::WorldConfig cfg;
   std::string err = hcasim::fabric::read_ahead_setting(opt.read_ahead);
+  if (err.empty()) err = hcasim::fabric::gather_asleep_setting(opt.gather_asleep);
   if (!err.empty() || !hcasim::sim::WorldConfig::from_env(cfg, err)) {
     std::fprintf(stderr, "hcasim-device: %s\n", err.c_str());
     return 2;

@@ -51,6 +51,7 @@ struct DeviceServer::Host {
   pid_t pid = 0;
   uint64_t token = 0;
   uint64_t visible = 0;        ///< device writes into this host's memory + its interrupts
+  bool watched = true;         ///< lockstep: a thread of it may look at its memory (mark_watched)
   int irq_fd = -1;             ///< the host's interrupt line (an eventfd it passed)
   bool left_reported = false;  ///< LEAVING came: what it left in flight is reported
   DmaWindow arena;             ///< the driver memory it shares (HELLO's memfd), if any
@@ -76,6 +77,7 @@ struct DeviceServer::Conn {
     uint64_t cpu_ns = 0;         ///< its CPU time then
     uint64_t look_again_ns = 0;  ///< the verdict below stands until then (the /proc reads cost system calls)
     bool quiet = false;
+    bool asleep = false;  ///< quiet because the thread was found asleep (or gone)
   } silence;
   std::string failed;     ///< why it is to be disconnected (a reply could not be sent)
   bool orphaned = false;  ///< its host is gone (life line closed): closed without a word
@@ -93,6 +95,7 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
  public:
   pid_t pid = 0;
   uint64_t* visible = nullptr;
+  const bool* watched_by = nullptr;  ///< the host's Host::watched
   model::Hca* hca = nullptr;
   const DmaWindow* arena = &kNoArena;  ///< the host's shared DMA arena (dma_arena.h)
   ClientWrites* gathered = nullptr;    ///< the host's payload writes not yet written out
@@ -136,6 +139,7 @@ class DeviceServer::RemoteMemory : public model::HostMemory {
     publish_progress(*arena, ++*visible, sim::Engine::instance().realtime());
     return true;
   }
+  bool watched() const override { return !watched_by || *watched_by; }
   /** @brief Write the host's gathered payloads out now; false (port down) if the process is gone. */
   bool write_out() {
     if (gathered->empty()) return true;
@@ -284,6 +288,7 @@ void DeviceServer::bind_hcas(Host& h, HelloReply& r) {
     s.mem.pid = h.pid;
     s.mem.arena = &h.arena;
     s.mem.visible = &h.visible;
+    s.mem.watched_by = &h.watched;
     s.mem.gathered = &h.gathered;
     s.mem.reads = &h.reads;
     s.mem.read_ahead_on = opt_.read_ahead;
@@ -856,10 +861,11 @@ uint64_t DeviceServer::held_until(Conn& c, uint64_t now, uint64_t quiet) {
 
 bool DeviceServer::thread_quiet(Conn& c, uint64_t quiet) {
   const auto s = c.thread.sample();
+  Conn::Silence& si = c.silence;
+  si.asleep = !s || !s->runnable;
   if (!s) return true;  // the thread has ended
   // Asleep, but perhaps for the answer to a message still queued here: read it first.
   if (!s->runnable) return !has_unread(c.fd);
-  Conn::Silence& si = c.silence;
   if (!si.have_cpu) {
     si.have_cpu = true;
     si.cpu_ns = s->cpu_ns;
@@ -868,6 +874,38 @@ bool DeviceServer::thread_quiet(Conn& c, uint64_t quiet) {
   // Runnable: about to post, or waiting for a CPU the host gave to someone else, unless it has
   // run that long on a CPU without a word (computing).
   return s->cpu_ns - si.cpu_ns >= quiet;
+}
+
+bool DeviceServer::may_look(const Conn& c) {
+  const Conn::Silence& si = c.silence;
+  const bool asleep = c.thread.watching() && si.msg_ns == c.last_msg_ns && si.quiet && si.asleep;
+  return c.waiting || !asleep;
+}
+
+uint64_t DeviceServer::mark_watched(bool all) {
+  for (auto& h : hosts_) h->watched = all;
+  if (all) return 0;
+  uint64_t until = ~0ull;
+  std::vector<bool> known(hosts_.size());
+  for (auto& c : conns_) {
+    if (c->host < 0 || c->life) continue;
+    known[size_t(c->host)] = true;
+    if (may_look(*c))
+      hosts_[size_t(c->host)]->watched = true;
+    else
+      until = std::min(until, c->silence.look_again_ns);
+  }
+  // A process none of whose threads the device knows: any of them may be looking.
+  for (size_t i = 0; i < hosts_.size(); ++i)
+    if (!known[i]) hosts_[i]->watched = true;
+  return until;
+}
+
+void DeviceServer::run_step(uint64_t* pace) {
+  // Past a write into a sleeping process's memory only while every such verdict stands.
+  const uint64_t until = opt_.gather_asleep ? mark_watched(false) : 0;
+  sim::Engine::instance().run_until_visible(pace, until);
+  mark_watched(true);
 }
 
 int64_t DeviceServer::progress() {
@@ -900,7 +938,7 @@ int64_t DeviceServer::progress() {
       return -1;
     }
     uint64_t pace = 0;
-    e.run_until_visible(&pace);
+    run_step(&pace);
     const uint64_t t = e.now_ps(), wall = sim::Engine::mono_ns();
     for (auto& c : conns_) {
       if (!c->waiting) continue;
@@ -916,7 +954,7 @@ int64_t DeviceServer::progress() {
   // fd, sleep). Once everyone has been quiet for the period, let it run.
   if (busy_until) return int64_t(busy_until - now);
   uint64_t pace = 0;
-  e.run_until_visible(&pace);
+  run_step(&pace);
   return int64_t(std::min<uint64_t>(pace, 1'000'000));
 }
 

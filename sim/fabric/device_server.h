@@ -50,6 +50,7 @@ struct DeviceOptions {
   uint32_t quiet_us = 200;     ///< wall-time quiet period (see the file comment)
   int ready_fd = -1;           ///< written ("ready\n") and closed once the socket listens
   bool read_ahead = true;      ///< payloads read ahead (client_reads.h); HCASIM_READ_AHEAD=0 turns it off
+  bool gather_asleep = true;   ///< run_step(); HCASIM_GATHER_ASLEEP=0 turns it off
 };
 
 class DeviceServer {
@@ -92,6 +93,23 @@ class DeviceServer {
   uint64_t held_until(Conn& c, uint64_t now, uint64_t quiet);
   /** @brief Whether @p c's thread, silent for the quiet period, is asleep or computing (/proc). */
   static bool thread_quiet(Conn& c, uint64_t quiet);
+  /**
+   * @brief Lockstep: whether @p c's program thread may look at its memory during the next step:
+   * it waits in the device, or it was not found asleep (held_until() has just judged it).
+   */
+  static bool may_look(const Conn& c);
+  /**
+   * @brief Set each host's Host::watched: with @p all, every host; else the hosts with a thread
+   * that may_look() (or none the device knows). Returns when the first verdict of a host left
+   * unwatched runs out (the thread may have woken since).
+   */
+  uint64_t mark_watched(bool all);
+  /**
+   * @brief Lockstep: run one step (Engine::run_until_visible). A write into the memory of a host
+   * whose threads are all asleep does not end it, so a sleeping receiver's payloads are
+   * gathered into one process_vm_writev instead of a step and a call each.
+   */
+  void run_step(uint64_t* pace);
   bool on_status(Conn& c);
   bool on_stop(Conn& c);
   /** @brief LEAVING: the host's process is ending; report what it leaves while its memory is there. */

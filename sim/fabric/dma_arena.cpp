@@ -41,6 +41,11 @@ std::string read_ahead_setting(bool& on) {
   return env_switch("HCASIM_READ_AHEAD", on, "each payload read on its own", "payloads read ahead");
 }
 
+std::string gather_asleep_setting(bool& on) {
+  return env_switch("HCASIM_GATHER_ASLEEP", on, "in the lockstep clock every payload ends a step",
+                    "payloads into a process whose threads all sleep are gathered");
+}
+
 std::string doorbell_ring_setting(bool& on) {
   return env_switch("HCASIM_DOORBELL_RING", on, "every doorbell is a message",
                     "doorbells go through the shared ring in the realtime clock");

@@ -60,6 +60,14 @@ std::string poll_spin_setting(bool& on);
 std::string read_ahead_setting(bool& on);
 
 /**
+ * @brief HCASIM_GATHER_ASLEEP as set in the environment (read by the device process): "1" or
+ * unset lets a lockstep step run on past payloads into a process whose threads all sleep
+ * (DeviceServer::run_step), "0" ends a step at every payload (for measuring what that saves).
+ * Returns "" and sets @p on, or why the value is not accepted.
+ */
+std::string gather_asleep_setting(bool& on);
+
+/**
  * @brief HCASIM_DOORBELL_RING as set in the environment (read by the client library): "1" or
  * unset writes doorbells into the arena's doorbell ring in the realtime clock
  * (doorbell_ring.h), "0" sends each as a message (for measuring what the ring saves). Returns

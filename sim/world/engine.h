@@ -87,8 +87,12 @@ class Engine {
    * slow to reach RTR (a thread or process still reading a store) is in time, as on real
    * hardware. If pacing held time back, @p pace_ns (when given) is set to the wall time to
    * wait before calling again; the caller sleeps without the device lock.
+   *
+   * A write software is not looking for (model::HostMemory::watched(): on a fabric, into a
+   * process whose threads all sleep) ends the run only once the wall clock passes
+   * @p unwatched_until_ns; with the default, 0, every write does.
    */
-  bool run_until_visible(uint64_t* pace_ns = nullptr);
+  bool run_until_visible(uint64_t* pace_ns = nullptr, uint64_t unwatched_until_ns = 0);
   /** @brief Pace idle gaps at wall-clock speed (default on; HCASIM_PACE=0 turns it off). */
   void set_pacing(bool on) { pacing_ = on; }
   /** @brief Run until nothing is pending or simulated time passes @p limit_ps. */

@@ -283,24 +283,40 @@ class ShadowMemory : public HostMemory {
     std::memcpy(shadow_.data() + (hva - base_), src, len);
     return true;
   }
+  bool watched() const override { return looked_at; }
   int reads = 0, writes = 0;
+  bool looked_at = true;
 
  private:
   uint8_t* base_;
   std::vector<uint8_t>& shadow_;
 };
 
+/** A DMA engine whose IOVA 0x10000 (one page) reaches "another process" through ShadowMemory. */
+struct ShadowedDma {
+  ShadowedDma(uint8_t local_fill, uint8_t shadow_fill)
+      : local(0x1000, local_fill),
+        shadow(0x1000, shadow_fill),
+        dma(m, default_profile(), t),
+        port(local.data(), shadow) {
+    dma.set_host_memory(&port);
+    EXPECT_TRUE(m.map(0x10000, local.data(), 0x1000));
+  }
+  std::vector<uint8_t> local, shadow;
+  Iommu m;
+  Tracer t;
+  DmaEngine dma;
+  ShadowMemory port;
+};
+
 TEST(DmaEngine, HostMemoryPortCarriesEveryByteIncludingTheOwnerByte) {
   // The device reaches a client's memory only through the HostMemory port (process_vm_writev
   // in a device process): no byte may be stored to the hva directly, the CQE owner byte
   // (release_last) included.
-  std::vector<uint8_t> local(0x1000, 0x11), shadow(0x1000, 0x22);
-  Iommu m;
-  Tracer t;
-  DmaEngine dma(m, default_profile(), t);
-  ShadowMemory port(local.data(), shadow);
-  dma.set_host_memory(&port);
-  ASSERT_TRUE(m.map(0x10000, local.data(), 0x1000));
+  ShadowedDma sd(0x11, 0x22);
+  DmaEngine& dma = sd.dma;
+  ShadowMemory& port = sd.port;
+  auto &local = sd.local, &shadow = sd.shadow;
   uint8_t cqe[64];
   std::iota(cqe, cqe + 64, uint8_t(1));
   ASSERT_TRUE(dma.write(0x10040, cqe, 64, 1, "cqe", true));
@@ -311,6 +327,25 @@ TEST(DmaEngine, HostMemoryPortCarriesEveryByteIncludingTheOwnerByte) {
   EXPECT_EQ(0, std::memcmp(back, cqe, 64));
   EXPECT_GE(port.writes, 1);
   EXPECT_EQ(port.reads, 1);
+}
+
+TEST(DmaEngine, AWriteIntoMemoryNobodyWatchesIsVisibleButNotWatched) {
+  // A fabric's sleeping process (HostMemory::watched() false): its writes still count as
+  // visible, but not as news a waiting program looks for (host_visible.h).
+  ShadowedDma sd(0, 0);
+  DmaEngine& dma = sd.dma;
+  ShadowMemory& port = sd.port;
+  const uint8_t bytes[16] = {1, 2, 3};
+  const uint64_t any = host_visible_epoch().load(), watched = watched_visible_epoch().load();
+  port.looked_at = false;
+  ASSERT_TRUE(dma.write(0x10000, bytes, sizeof bytes, 1, "payload"));
+  EXPECT_EQ(host_visible_epoch().load(), any + 1);
+  EXPECT_EQ(watched_visible_epoch().load(), watched);
+  port.looked_at = true;
+  ASSERT_TRUE(dma.write(0x10000, bytes, sizeof bytes, 1, "payload"));
+  EXPECT_EQ(host_visible_epoch().load(), any + 2);
+  EXPECT_EQ(watched_visible_epoch().load(), watched + 1);
+  EXPECT_EQ(0, std::memcmp(sd.shadow.data(), bytes, sizeof bytes));
 }
 
 }  // namespace
