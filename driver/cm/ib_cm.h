@@ -168,6 +168,12 @@ class Cm {
   /** @brief Take every MAD that arrived and fire due timers; true if anything happened. */
   bool progress();
   /**
+   * @brief At the process's end: let the MADs already sent leave (their send completions), for
+   * at most @p max_ms of wall time. The kernel's CM sends them whatever becomes of the process;
+   * here they go from its memory, and the device forgets a process's work once it has ended.
+   */
+  void settle_sends(int max_ms);
+  /**
    * @brief Let the devices run until progress() may have work, at most @p max_ms of wall time;
    * a readable @p also_fd (an event channel another thread queues to) ends the wait too.
    */

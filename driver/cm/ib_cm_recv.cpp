@@ -275,6 +275,20 @@ uint64_t Cm::collect_waits(std::vector<pollfd>& fds) {
   return next;
 }
 
+void Cm::settle_sends(int max_ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_ms);
+  for (;;) {
+    bool pending = false;
+    {
+      std::lock_guard<std::recursive_mutex> g(mu_);
+      progress();
+      for (auto& [dev, a] : agents_) pending |= a->sends_pending();
+    }
+    if (!pending || std::chrono::steady_clock::now() >= end) return;
+    wait(1);
+  }
+}
+
 void Cm::wait(int max_ms, int also_fd) {
   std::vector<pollfd> fds;
   if (also_fd >= 0) fds.push_back({also_fd, POLLIN, 0});

@@ -44,6 +44,7 @@ MadAgent::~MadAgent() {
   for (auto& [gid, ah] : ahs_) destroy_ah(ah);
   if (qp_) destroy_qp(qp_);
   if (mr_) dereg_mr(mr_);
+  if (buf_) link().free_dma_pages(buf_, kBufBytes);
   if (cq_) destroy_cq(cq_);
   if (channel_) destroy_comp_channel(channel_);
   if (pd_) dealloc_pd(pd_);
@@ -58,10 +59,9 @@ int MadAgent::setup(ibv_device* dev) {
   // The agent waits on the channel with poll(2) and takes its events itself.
   fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
   if (!(cq_ = create_cq(ctx_, int(kRecvSlots + kSendSlots), nullptr, channel_, 0))) return errno;
-  buf_.assign(kRecvSlots * kRecvBytes + kSendSlots * kMadBytes, 0);
+  if (!(buf_ = link().alloc_dma_pages(kBufBytes))) return ENOMEM;
   send_busy_.assign(kSendSlots, false);
-  if (!(mr_ = reg_mr(pd_, buf_.data(), buf_.size(), uintptr_t(buf_.data()), IBV_ACCESS_LOCAL_WRITE)))
-    return errno;
+  if (!(mr_ = reg_mr(pd_, buf_, kBufBytes, uintptr_t(buf_), IBV_ACCESS_LOCAL_WRITE))) return errno;
   for (uint32_t i = 0; i < hw::kGidTableLen; ++i)
     if (query_gid(ctx_, 1, int(i), &gids_[i])) return errno ? errno : EINVAL;
   guid_ = be64toh(get_device_guid(dev));
@@ -94,7 +94,7 @@ int MadAgent::bring_up_qp() {
 }
 
 int MadAgent::post_recv(uint32_t slot) {
-  ibv_sge sge{uintptr_t(buf_.data() + slot * kRecvBytes), uint32_t(kRecvBytes), mr_->lkey};
+  ibv_sge sge{uintptr_t(buf_ + slot * kRecvBytes), uint32_t(kRecvBytes), mr_->lkey};
   ibv_recv_wr wr{};
   ibv_recv_wr* bad = nullptr;
   wr.wr_id = slot;
@@ -140,7 +140,7 @@ int MadAgent::send(const uint8_t dgid[16], const uint8_t mad[kMadBytes]) {
   if (slot == kSendSlots) return ENOBUFS;  // 64 MADs unsent: the kernel's queue is full too
   ibv_ah* ah = ah_for(dgid);
   if (!ah) return errno ? errno : EINVAL;
-  uint8_t* b = buf_.data() + kRecvSlots * kRecvBytes + slot * kMadBytes;
+  uint8_t* b = buf_ + kRecvSlots * kRecvBytes + slot * kMadBytes;
   std::memcpy(b, mad, kMadBytes);
   ibv_sge sge{uintptr_t(b), uint32_t(kMadBytes), mr_->lkey};
   ibv_send_wr wr{};
@@ -168,7 +168,7 @@ int MadAgent::progress(const std::function<void(const ReceivedMad&)>& on_mad) {
         send_busy_[id - kRecvSlots] = false;
         continue;
       }
-      const uint8_t* b = buf_.data() + id * kRecvBytes;
+      const uint8_t* b = buf_ + id * kRecvBytes;
       if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= 40 + kMadBytes) {
         ReceivedMad m{b + 40, {}, wc[i].src_qp};
         source_gid(b, m.sgid);
@@ -180,6 +180,12 @@ int MadAgent::progress(const std::function<void(const ReceivedMad&)>& on_mad) {
     }
   }
   return got;
+}
+
+bool MadAgent::sends_pending() const {
+  for (bool busy : send_busy_)
+    if (busy) return true;
+  return false;
 }
 
 void MadAgent::arm() {

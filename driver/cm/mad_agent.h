@@ -69,6 +69,8 @@ class MadAgent {
    * buffer is posted again. Returns the number of MADs received.
    */
   int progress(const std::function<void(const ReceivedMad&)>& on_mad);
+  /** @brief Whether a MAD sent is still waiting for its send completion (progress() takes them). */
+  bool sends_pending() const;
   /** @brief Arm the CQ (unless it is), so its next completion raises an event on event_fd(). */
   void arm();
   /** @brief Readable when the armed CQ has a completion event; take it with take_event(). */
@@ -92,7 +94,10 @@ class MadAgent {
   ibv_cq* cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
   ibv_mr* mr_ = nullptr;
-  std::vector<uint8_t> buf_;  ///< kRecvSlots receive buffers, then kSendSlots send buffers
+  static constexpr uint64_t kBufBytes = kRecvSlots * kRecvBytes + kSendSlots * kMadBytes;
+  /// kRecvSlots receive buffers, then kSendSlots send buffers: driver memory (HcaLink::alloc_dma_pages),
+  /// as the kernel's MAD buffers are, so a MAD posted as the process ends can still be read.
+  uint8_t* buf_ = nullptr;
   std::vector<bool> send_busy_;
   uint32_t next_send_ = 0;
   bool armed_ = false;  ///< the CQ will raise an event at its next completion

@@ -152,6 +152,12 @@ class Ucma {
   static Ucma& get();
   int open();
   int close(int fd);
+  /**
+   * @brief At the process's end: close every channel still open, as the kernel closes the
+   * process's rdma_cm files, so a connected id still sends its DREQ (rdma_destroy_id(3)), and
+   * let the MADs sent leave before the process does (Cm::settle_sends).
+   */
+  void close_all();
   /** @brief One command; returns 0 or a negative errno (as the kernel's ucma_write). */
   int write(int fd, const void* buf, size_t len);
 

@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "ucma.h"
 
@@ -28,7 +30,9 @@ Ucma& Ucma::get() {
 }
 
 int Ucma::open() {
-  Cm::get().start_service();  // the kernel's CM runs whether or not the program calls it
+  Cm::get().start_service();   // the kernel's CM runs whether or not the program calls it
+  static std::once_flag once;  // after the service's: runs before it stops
+  std::call_once(once, [] { std::atexit([] { Ucma::get().close_all(); }); });
   std::lock_guard<std::recursive_mutex> g(Cm::get().mutex());
   // The count of queued events: readable (POLLIN) exactly while one waits to be read.
   const int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
@@ -52,6 +56,20 @@ int Ucma::close(int fd) {
   ::close(fd);
   channels_.erase(it);
   return 0;
+}
+
+void Ucma::close_all() {
+  std::recursive_mutex& mu = Cm::get().mutex();
+  // A thread that ended holding the CM's lock (exit() from another thread) is not waited for long.
+  for (int ms = 0; !mu.try_lock(); ++ms) {
+    if (ms == 500) return;
+    usleep(1000);
+  }
+  std::vector<int> fds;
+  for (auto& [fd, ch] : channels_) fds.push_back(fd);
+  for (int fd : fds) close(fd);
+  mu.unlock();
+  Cm::get().settle_sends(200);  // the DREQs just sent, and any sent before
 }
 
 int Ucma::write(int fd, const void* buf, size_t len) {

@@ -82,13 +82,30 @@ class FabricClient {
   /** @brief The shared DMA arena unless HCASIM_DMA_ARENA=0, HCASIM_POLL_SPIN and HCASIM_DOORBELL_RING;
    * false (said why) on a bad setting. */
   bool open_arena();
-  struct ThreadConn {
+  /** @brief A connection to the device and the buffer its replies land in. */
+  struct Conn {
     int fd = -1;
-    ~ThreadConn() {
-      if (fd >= 0) ::close(fd);
-    }
+    std::vector<uint8_t> buf;
   };
-  int conn();
+  /** @brief A thread's own Conn, closed when the thread's thread_local objects are destroyed. */
+  struct ThreadConn : Conn {
+    ~ThreadConn();
+  };
+  /** @brief The Conn a message goes on, and the lock it is held with if it is shared. */
+  struct Line {
+    Conn* c = nullptr;
+    std::unique_lock<std::mutex> shared;
+  };
+  /**
+   * @brief This thread's connection (attached on first use); once the thread's thread_local
+   * objects are gone (their destructors run before exit()'s handlers and static destructors,
+   * which may still call verbs: an rdma_cm id closed at exit, a global object), the process's
+   * late connection, one message at a time. c is null if there is none.
+   */
+  Line line();
+  /** @brief Connect and ATTACH as the calling thread; false (lost the fabric) if that fails. */
+  bool attach(Conn& c);
+  int conn() { return line().c ? 0 : -1; }
   void lost(const char* what);
   void run_isrs(const uint64_t* counts);
   /** @brief Tell the device this process is ending (LEAVING) and wait for its report. */
@@ -112,6 +129,8 @@ class FabricClient {
   const ArenaProgress* progress_ = nullptr;  ///< the arena's first page (dma_arena.h), if shared
   DoorbellRing* ring_ = nullptr;             ///< the arena's second page (doorbell_ring.h), if shared
   std::mutex ring_mu_;                       ///< one writer at a time
+  std::mutex late_mu_;                       ///< late_ is one message at a time
+  Conn late_;                                ///< for threads whose ThreadConn is gone (line())
   bool spin_ = true;                         ///< HCASIM_POLL_SPIN
   bool use_ring_ = true;                     ///< HCASIM_DOORBELL_RING
 };
@@ -306,17 +325,17 @@ void FabricClient::lost(const char* what) {
                  what);
 }
 
-int FabricClient::conn() {
-  thread_local ThreadConn tc;
-  if (gone_.load(std::memory_order_relaxed)) return -1;
-  if (g_forked.load(std::memory_order_relaxed)) {
-    static std::atomic<bool> said{false};
-    if (!said.exchange(true))
-      std::fprintf(stderr, "hcasim: a forked child cannot use its parent's simulated HCAs (pid %d)\n",
-                   int(getpid()));
-    return -1;
-  }
-  if (tc.fd >= 0) return tc.fd;  // a forked child's copy never gets here (g_forked)
+namespace {
+/// Trivially destructible, so still readable after the thread's other thread_locals are gone.
+thread_local bool t_conn_ended = false;
+}  // namespace
+
+FabricClient::ThreadConn::~ThreadConn() {
+  if (fd >= 0) ::close(fd);
+  t_conn_ended = true;
+}
+
+bool FabricClient::attach(Conn& c) {
   const int fd = connect_socket(path_);
   AttachMsg m{host_, token_, int32_t(gettid())};
   StatusReply r{EIO};
@@ -325,31 +344,54 @@ int FabricClient::conn() {
       r.status != 0) {
     if (fd >= 0) ::close(fd);
     lost("attach");
-    return -1;
+    return false;
   }
-  tc.fd = fd;
-  return fd;
+  c.fd = fd;
+  c.buf.resize(kMaxMessage);
+  return true;
+}
+
+FabricClient::Line FabricClient::line() {
+  if (gone_.load(std::memory_order_relaxed)) return {};
+  if (g_forked.load(std::memory_order_relaxed)) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr, "hcasim: a forked child cannot use its parent's simulated HCAs (pid %d)\n",
+                   int(getpid()));
+    return {};
+  }
+  Line l;
+  if (t_conn_ended) {
+    l.shared = std::unique_lock<std::mutex>(late_mu_);
+    l.c = &late_;
+  } else {
+    thread_local ThreadConn tc;
+    l.c = &tc;
+  }
+  // A forked child's copy never gets here (g_forked).
+  if (l.c->fd < 0 && !attach(*l.c)) return {};
+  return l;
 }
 
 bool FabricClient::post(MsgType type, const void* a, size_t alen, const void* b, size_t blen) {
-  const int fd = conn();
-  if (fd < 0) return false;
-  if (send_msg(fd, type, a, alen, b, blen)) return true;
+  Line l = line();
+  if (!l.c) return false;
+  if (send_msg(l.c->fd, type, a, alen, b, blen)) return true;
   lost("send");
   return false;
 }
 
 bool FabricClient::call(MsgType type, const void* a, size_t alen, const void* b, size_t blen, void* reply,
                         size_t rlen, std::string* text) {
-  const int fd = conn();
-  if (fd < 0) return false;
-  if (!send_msg(fd, type, a, alen, b, blen)) {
+  Line l = line();
+  if (!l.c) return false;
+  if (!send_msg(l.c->fd, type, a, alen, b, blen)) {
     lost("send");
     return false;
   }
-  thread_local std::vector<uint8_t> buf(kMaxMessage);
   MsgHeader h{};
-  if (recv_msg(fd, h, buf.data(), buf.size()) <= 0 || h.type != type || h.len < rlen) {
+  std::vector<uint8_t>& buf = l.c->buf;
+  if (recv_msg(l.c->fd, h, buf.data(), buf.size()) <= 0 || h.type != type || h.len < rlen) {
     lost("receive");
     return false;
   }

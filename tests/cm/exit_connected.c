@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * exit_connected server ADDR PORT | client ADDR PORT destroy|exit
+ *
+ * A client that ends a connected rdma_cm connection by going away, not by rdma_disconnect(3):
+ * "destroy" calls rdma_destroy_qp and rdma_destroy_id and exits at once; "exit" exits without
+ * either. On Linux the kernel's CM sends the DREQ either way (rdma_destroy_id(3) on a
+ * connected id, or the process's rdma_cm file closing at its end), so the server, which waits
+ * for nothing else, sees RDMA_CM_EVENT_DISCONNECTED. It prints "exit_connected: server saw
+ * DISCONNECTED" and exits 0, or says what it saw instead, or after 20 s that it saw nothing,
+ * and exits 1. Public
+ * librdmacm and ibverbs only: runs on any device (rxe too).
+ */
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void die(const char* what) {
+  perror(what);
+  exit(1);
+}
+
+static const char* g_waiting_for = "";
+
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "exit_connected: timed out waiting for ";
+  if (write(2, msg, sizeof msg - 1) < 0 || write(2, g_waiting_for, strlen(g_waiting_for)) < 0 ||
+      write(2, "\n", 1) < 0) {
+  }
+  _exit(1);
+}
+
+/* The next event on @p ch (a blocking rdma_get_cm_event, as most programs wait), which must be
+ * @p want within @p s seconds; its id in *@p id. */
+static void expect(struct rdma_event_channel* ch, enum rdma_cm_event_type want, unsigned s,
+                   struct rdma_cm_id** id) {
+  g_waiting_for = rdma_event_str(want);
+  alarm(s);
+  struct rdma_cm_event* ev;
+  if (rdma_get_cm_event(ch, &ev)) die("rdma_get_cm_event");
+  alarm(0);
+  if (ev->event != want) {
+    fprintf(stderr, "exit_connected: %s (status %d) where %s was expected\n", rdma_event_str(ev->event),
+            ev->status, rdma_event_str(want));
+    exit(1);
+  }
+  if (id) *id = ev->id;
+  rdma_ack_cm_event(ev);
+}
+
+static void make_qp(struct rdma_cm_id* id) {
+  struct ibv_qp_init_attr a;
+  memset(&a, 0, sizeof a);
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  if (rdma_create_qp(id, NULL, &a)) die("rdma_create_qp");
+}
+
+static struct rdma_addrinfo* lookup(const char* addr, const char* port, int passive) {
+  struct rdma_addrinfo hints, *res;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_port_space = RDMA_PS_TCP;
+  if (passive) hints.ai_flags = RAI_PASSIVE;
+  if (rdma_getaddrinfo(addr, port, &hints, &res)) die("rdma_getaddrinfo");
+  return res;
+}
+
+static int server(struct rdma_event_channel* ch, const char* addr, const char* port) {
+  struct rdma_cm_id *listener, *conn;
+  struct rdma_addrinfo* ai = lookup(addr, port, 1);
+  if (rdma_create_id(ch, &listener, NULL, RDMA_PS_TCP)) die("rdma_create_id");
+  if (rdma_bind_addr(listener, ai->ai_src_addr)) die("rdma_bind_addr");
+  if (rdma_listen(listener, 1)) die("rdma_listen");
+  expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, 60, &conn);
+  make_qp(conn);
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof cp);
+  if (rdma_accept(conn, &cp)) die("rdma_accept");
+  expect(ch, RDMA_CM_EVENT_ESTABLISHED, 20, NULL);
+  expect(ch, RDMA_CM_EVENT_DISCONNECTED, 20, NULL);
+  printf("exit_connected: server saw DISCONNECTED\n");
+  rdma_disconnect(conn);
+  rdma_destroy_qp(conn);
+  rdma_destroy_id(conn);
+  rdma_destroy_id(listener);
+  rdma_freeaddrinfo(ai);
+  return 0;
+}
+
+static int client(struct rdma_event_channel* ch, const char* addr, const char* port, int destroy) {
+  struct rdma_cm_id* id;
+  struct rdma_addrinfo* ai = lookup(addr, port, 0);
+  if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) die("rdma_create_id");
+  if (rdma_resolve_addr(id, NULL, ai->ai_dst_addr, 2000)) die("rdma_resolve_addr");
+  expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 20, NULL);
+  if (rdma_resolve_route(id, 2000)) die("rdma_resolve_route");
+  expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 20, NULL);
+  make_qp(id);
+  struct rdma_conn_param cp;
+  memset(&cp, 0, sizeof cp);
+  cp.retry_count = 7;
+  if (rdma_connect(id, &cp)) die("rdma_connect");
+  expect(ch, RDMA_CM_EVENT_ESTABLISHED, 20, NULL);
+  printf("exit_connected: client connected, leaving (%s)\n", destroy ? "destroy" : "exit");
+  fflush(stdout);
+  if (destroy) {
+    rdma_destroy_qp(id);
+    rdma_destroy_id(id);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
+      (!strcmp(argv[1], "client") && (argc < 5 || (strcmp(argv[4], "destroy") && strcmp(argv[4], "exit"))))) {
+    fprintf(stderr, "usage: exit_connected server ADDR PORT | client ADDR PORT destroy|exit\n");
+    return 2;
+  }
+  signal(SIGALRM, on_alarm);
+  struct rdma_event_channel* ch = rdma_create_event_channel();
+  if (!ch) die("rdma_create_event_channel");
+  if (!strcmp(argv[1], "server")) return server(ch, argv[2], argv[3]);
+  return client(ch, argv[2], argv[3], !strcmp(argv[4], "destroy"));
+}
