@@ -231,6 +231,7 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
   hw::cq_dbrec_set_arm(*q->dbrec, v);
   if (q->channel) {
     q->channel->unarmed_told = false;
+    q->channel->unarmed_polls = 0;
     if (!q->armed.exchange(true)) q->channel->armed++;
   }
   q->ctx->sdev->link->mmio_write64(hw::kUarCqArm, v);

@@ -384,7 +384,10 @@ int destroy_comp_channel(ibv_comp_channel* channel) {
 
 /**
  * A wait that nothing can end: no event pending and none of the channel's CQs armed. On hardware
- * the program just hangs; the trace (and `hcasim run`'s explanations) say why.
+ * the program just hangs; the trace (and `hcasim run`'s explanations) say why. On a non-blocking
+ * channel one such call is how a drain ends (poll(2) said readable, events taken until EAGAIN,
+ * the last CQ not re-armed because its owner is closing); a second in a row is a program
+ * polling for an event that cannot come.
  */
 void note_unarmed_wait(HcaLink& link, SimChannel& c) {
   if (c.armed.load() || !link.trace_on(trace::TraceKind::Error)) return;
@@ -392,6 +395,8 @@ void note_unarmed_wait(HcaLink& link, SimChannel& c) {
     std::lock_guard<std::mutex> g(c.mu);
     if (!c.pending.empty()) return;
   }
+  const int fl = fcntl(c.ch.fd, F_GETFL);
+  if (fl >= 0 && (fl & O_NONBLOCK) && c.unarmed_polls.fetch_add(1) == 0) return;
   // Once until a CQ of the channel is armed again: a program polling a non-blocking channel in
   // a loop would otherwise get the line at every turn.
   if (c.unarmed_told.exchange(true)) return;
@@ -422,6 +427,7 @@ int get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
         *cq_context = s->cq.cq_context;  // read now: programs set it after ibv_create_cq
         s->arm_sn++;
         g.unlock();
+        c->unarmed_polls = 0;
         note_event_taken(*s);
         return 0;
       }

@@ -67,6 +67,8 @@ struct SimChannel {
   std::atomic<long> reader{0};            ///< thread id of the last ibv_get_cq_event caller (handoff.h)
   std::atomic<int> armed{0};              ///< CQs of this channel armed and not yet fired (a wait can end)
   std::atomic<bool> unarmed_told{false};  ///< the unarmed-wait explanation was given; rearmed: false
+  /// Non-blocking ibv_get_cq_event calls in a row that found nothing pending and no CQ armed.
+  std::atomic<int> unarmed_polls{0};
 };
 
 struct CqExState;

@@ -85,7 +85,9 @@ class FabricClient {
   /** @brief A connection to the device and the buffer its replies land in. */
   struct Conn {
     int fd = -1;
-    std::vector<uint8_t> buf;
+    /// Allocated by the first call() only, and not zeroed: most threads never make one, and a
+    /// megabyte zeroed at attach cost the first interrupt's handler a millisecond or more here.
+    std::unique_ptr<uint8_t[]> buf;
   };
   /** @brief A thread's own Conn, closed when the thread's thread_local objects are destroyed. */
   struct ThreadConn : Conn {
@@ -347,7 +349,6 @@ bool FabricClient::attach(Conn& c) {
     return false;
   }
   c.fd = fd;
-  c.buf.resize(kMaxMessage);
   return true;
 }
 
@@ -390,13 +391,14 @@ bool FabricClient::call(MsgType type, const void* a, size_t alen, const void* b,
     return false;
   }
   MsgHeader h{};
-  std::vector<uint8_t>& buf = l.c->buf;
-  if (recv_msg(l.c->fd, h, buf.data(), buf.size()) <= 0 || h.type != type || h.len < rlen) {
+  if (!l.c->buf) l.c->buf.reset(new uint8_t[kMaxMessage]);
+  const uint8_t* buf = l.c->buf.get();
+  if (recv_msg(l.c->fd, h, l.c->buf.get(), kMaxMessage) <= 0 || h.type != type || h.len < rlen) {
     lost("receive");
     return false;
   }
-  std::memcpy(reply, buf.data(), rlen);
-  if (text) text->assign(reinterpret_cast<const char*>(buf.data()) + rlen, h.len - rlen);
+  std::memcpy(reply, buf, rlen);
+  if (text) text->assign(reinterpret_cast<const char*>(buf) + rlen, h.len - rlen);
   return true;
 }
 
