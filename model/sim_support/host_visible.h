@@ -23,7 +23,7 @@ std::atomic<uint64_t>& host_visible_epoch();
  * them in one process; on a fabric, not a write into a process whose program threads are all
  * asleep (sim/fabric/device_server.h), which the device may gather with what follows.
  */
-std::atomic<uint64_t>& watched_visible_epoch();
+uint64_t watched_visible_epoch();
 /**
  * @brief Record a software-visible effect (host-memory write, interrupt); @p watched: whether
  * software may be looking for it now (watched_visible_epoch()). While a waiter has asked for

@@ -110,15 +110,14 @@ bool Engine::run_until_visible(uint64_t* pace_ns, uint64_t unwatched_until_ns) {
   // of that delta cycle, until nothing is left to do (starvation: time does not jump), or for
   // at most one wait quantum of simulated time: a device retrying forever (RNR retry 7, a lost
   // peer) shows nothing to software, and the program must get control back to decide.
-  auto& epoch = model::watched_visible_epoch();
   auto& any = model::host_visible_epoch();
-  const uint64_t start_epoch = epoch.load(std::memory_order_relaxed);
+  const uint64_t start_epoch = model::watched_visible_epoch();
   uint64_t seen_any = any.load(std::memory_order_relaxed);
   const uint64_t deadline = now_ps() + kWaitQuantumPs;
   InKernel k;
   model::pause_on_visible(true);
   // (The epoch is checked before the next event is asked for: a wait usually ends on news.)
-  while (epoch.load(std::memory_order_relaxed) == start_epoch && next != ~0ull) {
+  while (model::watched_visible_epoch() == start_epoch && next != ~0ull) {
     const uint64_t now = now_ps();
     if (now >= deadline) break;
     if (next > deadline) {
@@ -146,7 +145,7 @@ bool Engine::run_until_visible(uint64_t* pace_ns, uint64_t unwatched_until_ns) {
     // nothing is left before the deadline, and never runs into a parked wake-up.
     const uint64_t run = model::parked_clear_run_ps(deadline - now);
     sc_core::sc_start(sc_core::sc_time::from_value(run), sc_core::SC_EXIT_ON_STARVATION);
-    if (epoch.load(std::memory_order_relaxed) != start_epoch) break;
+    if (model::watched_visible_epoch() != start_epoch) break;
     // Only writes nobody looks for: go on, unless that has lasted long enough on the wall clock.
     if (any.load(std::memory_order_relaxed) != seen_any) {
       if (mono_ns() >= unwatched_until_ns) break;
