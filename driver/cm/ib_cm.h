@@ -184,17 +184,31 @@ class Cm {
   /**
    * @brief Run the CM beside the program, as the kernel's runs: a thread that takes each MAD as
    * it arrives and fires the timers, so an event channel's descriptor becomes readable by
-   * itself (poll(2) on it works). Not in the lockstep clock or step mode (HCASIM_CLOCK,
-   * HCASIM_STEP): there simulated time moves only inside the program's own calls and a trace
-   * must repeat, so the CM runs inside librdmacm's calls. Once per process; stopped at exit.
+   * itself (poll(2) on it works). In the lockstep clock (HCASIM_CLOCK) simulated time moves
+   * only inside the program's own calls and a trace must repeat, so the CM runs inside
+   * librdmacm's calls, and the thread acts only for a program that has left librdmacm and the
+   * devices alone for kQuietPeriod (one waiting in poll(2)). None in step mode (HCASIM_STEP).
+   * Once per process; stopped at exit.
    */
   void start_service();
+  /** @brief A program's librdmacm command begins (@p begins) or ends (Ucma's entry points). */
+  void program_call(bool begins);
+  /** @brief Lockstep clock: how long the program must not call librdmacm or a device before the
+   *  CM acts beside it (the in-process device's own fallback period, HCASIM_IDLE_US's default). */
+  static constexpr std::chrono::milliseconds kQuietPeriod{2};
 
  private:
   Cm() = default;
   /** The fds to wait on for the agents (armed first) and the next timer; under mu_. */
   uint64_t collect_waits(std::vector<pollfd>& fds);
   void serve();
+  void serve_when_quiet();
+  /** Under mu_: a value that changes with every program call into librdmacm or a device. */
+  uint64_t activity() const;
+  /** Under mu_: whether a MAD or a CM timer waits for progress() (a look only). */
+  bool work_waiting() const;
+  /** Under mu_: the earliest CM timer, 0 when none is set. */
+  uint64_t next_deadline() const;
   void stop_service();
   void on_mad(MadAgent& a, const ReceivedMad& m);
   void on_req(MadAgent& a, const ReceivedMad& m);
@@ -227,6 +241,8 @@ class Cm {
   int wake_fd_ = -1;  ///< written to end the service thread's wait (a new agent, exit)
   std::atomic<bool> stop_{false};
   std::thread service_;
+  std::atomic<int> calls_in_{0};         ///< librdmacm commands in progress (program_call)
+  std::atomic<uint64_t> calls_made_{0};  ///< librdmacm commands begun so far
 };
 
 }  // namespace hcasim::drv::cm

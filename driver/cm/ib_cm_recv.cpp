@@ -265,11 +265,15 @@ bool Cm::progress() {
 }
 
 uint64_t Cm::collect_waits(std::vector<pollfd>& fds) {
-  uint64_t next = 0;
   for (auto& [dev, a] : agents_) {
     a->arm();
     fds.push_back({a->event_fd(), POLLIN, 0});
   }
+  return next_deadline();
+}
+
+uint64_t Cm::next_deadline() const {
+  uint64_t next = 0;
   for (auto& [n, id] : ids_)
     if (id->deadline_ns_ && (!next || id->deadline_ns_ < next)) next = id->deadline_ns_;
   return next;

@@ -188,6 +188,8 @@ bool MadAgent::sends_pending() const {
   return false;
 }
 
+bool MadAgent::has_completion() const { return cq_has_completion(cq_); }
+
 void MadAgent::arm() {
   // Once per event: a CQ stays armed until its next completion event.
   if (!armed_) armed_ = ibv_req_notify_cq(cq_, 0) == 0;

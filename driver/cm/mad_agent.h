@@ -71,6 +71,8 @@ class MadAgent {
   int progress(const std::function<void(const ReceivedMad&)>& on_mad);
   /** @brief Whether a MAD sent is still waiting for its send completion (progress() takes them). */
   bool sends_pending() const;
+  /** @brief Whether a completion (a MAD received or sent) waits for progress(); only a look. */
+  bool has_completion() const;
   /** @brief Arm the CQ (unless it is), so its next completion raises an event on event_fd(). */
   void arm();
   /** @brief Readable when the armed CQ has a completion event; take it with take_event(). */

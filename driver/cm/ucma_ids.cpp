@@ -73,6 +73,11 @@ void Ucma::close_all() {
 }
 
 int Ucma::write(int fd, const void* buf, size_t len) {
+  // While a command runs (get_event waits without the CM's lock), the CM's own thread keeps out.
+  struct InCall {
+    InCall() { Cm::get().program_call(true); }
+    ~InCall() { Cm::get().program_call(false); }
+  } in_call;
   rdma_ucm_cmd_hdr hdr;
   if (len < sizeof hdr) return -EINVAL;
   std::memcpy(&hdr, buf, sizeof hdr);

@@ -65,6 +65,13 @@ class HcaLink {
    * may instead wake only threads that block here. Leaves @p fds as it was.
    */
   virtual void wait_activity(std::vector<pollfd>& fds, int timeout_ms);
+  /**
+   * @brief A value that changes whenever a thread of this process calls into the device
+   * (a command, a doorbell, a wait): two equal readings mean no call came in between. 0 when
+   * the link does not keep one. (The CM uses it to tell a program that waits outside its
+   * calls, in poll(2), from one busy with the device.)
+   */
+  virtual uint64_t activity_stamp() const { return 0; }
 
   /**
    * @brief Driver-side trace (post_send, interrupts, errors): true if some sink wants driver events

@@ -220,6 +220,13 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   return got;
 }
 
+bool cq_has_completion(ibv_cq* cq) {
+  SimCq* q = sim(cq);
+  std::lock_guard<std::mutex> g(q->mu);
+  const uint8_t* raw = q->ring->data() + uint64_t(q->ci & ((1u << q->log_size) - 1)) * hw::kCqeSize;
+  return hw::cqe_ready(hw::cqe_load_op_own(raw), q->ci, q->log_size);
+}
+
 int req_notify_cq(ibv_cq* cq, int solicited_only) {
   SimCq* q = sim(cq);
   uint32_t ci;

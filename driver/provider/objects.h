@@ -260,6 +260,11 @@ int destroy_xrc_recv_qp(SimQp* q);
 /** @brief A receive CQE of an SRQ completed slot @p index: its wr_id; frees the slots it can. */
 uint64_t srq_complete(SimSrq& srq, uint16_t index);
 int poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+/**
+ * @brief Whether @p cq holds a completion not yet polled: a look at the ring only, which, unlike
+ * an empty ibv_poll_cq, never lets a simulator's time move and is not traced.
+ */
+bool cq_has_completion(ibv_cq* cq);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 /** @brief verbs_context::query_port (full struct ibv_port_attr). */
 int query_port_ex(ibv_context* context, uint8_t port, ibv_port_attr* attr, size_t len);

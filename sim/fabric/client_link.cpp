@@ -150,6 +150,7 @@ class RemoteLink : public drv::HcaLink {
       : c_(c), index_(index), name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
   void exec(hw::CmdMailbox& mb) override {
+    note_call();
     CommandMsg m{index_, mb};
     CommandReply r{};
     if (!c_.call(MsgType::Command, &m, sizeof m, nullptr, 0, &r, sizeof r)) {
@@ -160,6 +161,7 @@ class RemoteLink : public drv::HcaLink {
     sim::wait_until_mono_ns(r.done_ns);  // realtime: the firmware's time, of which the round trip is part
   }
   void mmio_write64(uint32_t offset, uint64_t value) override {
+    note_call();
     DoorbellMsg m{index_, offset, value};
     if (offset == hw::kUarCqArm) {
       // A CQ arm asks for completions after now. The program polls right after arming; were
@@ -175,6 +177,7 @@ class RemoteLink : public drv::HcaLink {
   void mmio_write64_irqs(uint32_t offset, uint64_t value) override {
     // Answered after the device ran the doorbell's next microseconds: the interrupts they
     // raised are in the reply, and their handlers run here rather than on the interrupt thread.
+    note_call();
     DoorbellMsg m{index_, offset, value};
     WaitReply r{};
     if (c_.call(MsgType::DoorbellIrqs, &m, sizeof m, nullptr, 0, &r, sizeof r)) c_.take_irqs(r);
@@ -197,8 +200,12 @@ class RemoteLink : public drv::HcaLink {
     if (!c_.arena_free(p, bytes)) HcaLink::free_dma_pages(p, bytes);
   }
   void set_irq_handler(std::function<void(uint32_t)> isr) override { c_.set_isr(index_, std::move(isr)); }
-  bool wait_progress() override { return c_.wait_progress(); }
+  bool wait_progress() override {
+    note_call();
+    return c_.wait_progress();
+  }
   int activity_fd() override { return c_.activity_fd(); }
+  uint64_t activity_stamp() const override { return calls_.load(std::memory_order_relaxed); }
   bool trace_on(trace::TraceKind kind) const override { return c_.trace_on(kind); }
   void trace(trace::TraceKind kind, uint32_t qpn, bool has_wr, uint64_t wr_id, const trace::TraceFields& f,
              const char* text) override {
@@ -213,9 +220,12 @@ class RemoteLink : public drv::HcaLink {
   }
 
  private:
+  void note_call() { calls_.fetch_add(1, std::memory_order_relaxed); }
+
   FabricClient& c_;
   uint32_t index_;
   std::string name_;
+  std::atomic<uint64_t> calls_{0};  ///< calls into the device so far (activity_stamp())
 };
 
 bool FabricClient::join() {

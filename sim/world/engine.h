@@ -118,6 +118,8 @@ class Engine {
   int activity_fd() const { return efd_; }
   /** @brief Note that a program is active in verbs (resets the quiet-period clock). */
   void note_call() { last_call_ns_.store(mono_ns(), std::memory_order_relaxed); }
+  /** @brief When a program last called into the device (mono_ns()), 0 before the first call. */
+  uint64_t last_call_ns() const { return last_call_ns_.load(std::memory_order_relaxed); }
   uint64_t now_ps() const;
   /** @brief True if the model has anything scheduled (an event at any future time). */
   bool pending();

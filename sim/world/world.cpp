@@ -186,6 +186,7 @@ class SimLink : public drv::HcaLink {
       isr(vector);
     });
   }
+  uint64_t activity_stamp() const override { return Engine::instance().last_call_ns(); }
   bool wait_progress() override {
     Engine& e = Engine::instance();
     e.note_looking();

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * exit_connected server ADDR PORT | client ADDR PORT destroy|exit
+ * exit_connected server ADDR PORT [poll] | client ADDR PORT destroy|exit
  *
  * A client that ends a connected rdma_cm connection by going away, not by rdma_disconnect(3):
  * "destroy" calls rdma_destroy_qp and rdma_destroy_id and exits at once; "exit" exits without
@@ -8,10 +8,14 @@
  * connected id, or the process's rdma_cm file closing at its end), so the server, which waits
  * for nothing else, sees RDMA_CM_EVENT_DISCONNECTED. It prints "exit_connected: server saw
  * DISCONNECTED" and exits 0, or says what it saw instead, or after 20 s that it saw nothing,
- * and exits 1. Public
+ * and exits 1. With "poll" the server waits for each event in poll(2) on the channel's
+ * descriptor before it takes the event, as event loops do, rather than in rdma_get_cm_event:
+ * the kernel's CM makes the descriptor readable whatever the program does. Public
  * librdmacm and ibverbs only: runs on any device (rxe too).
  */
+#include <errno.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +29,7 @@ static void die(const char* what) {
 }
 
 static const char* g_waiting_for = "";
+static int g_poll; /* wait in poll(2) before each rdma_get_cm_event */
 
 static void on_alarm(int sig) {
   (void)sig;
@@ -35,12 +40,15 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
-/* The next event on @p ch (a blocking rdma_get_cm_event, as most programs wait), which must be
- * @p want within @p s seconds; its id in *@p id. */
+/* The next event on @p ch (a blocking rdma_get_cm_event, as most programs wait, or with g_poll
+ * poll(2) first), which must be @p want within @p s seconds; its id in *@p id. */
 static void expect(struct rdma_event_channel* ch, enum rdma_cm_event_type want, unsigned s,
                    struct rdma_cm_id** id) {
   g_waiting_for = rdma_event_str(want);
   alarm(s);
+  struct pollfd p = {ch->fd, POLLIN, 0};
+  while (g_poll && poll(&p, 1, -1) < 0)
+    if (errno != EINTR) die("poll");
   struct rdma_cm_event* ev;
   if (rdma_get_cm_event(ch, &ev)) die("rdma_get_cm_event");
   alarm(0);
@@ -118,10 +126,12 @@ static int client(struct rdma_event_channel* ch, const char* addr, const char* p
 
 int main(int argc, char** argv) {
   if (argc < 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
-      (!strcmp(argv[1], "client") && (argc < 5 || (strcmp(argv[4], "destroy") && strcmp(argv[4], "exit"))))) {
-    fprintf(stderr, "usage: exit_connected server ADDR PORT | client ADDR PORT destroy|exit\n");
+      (!strcmp(argv[1], "client") && (argc < 5 || (strcmp(argv[4], "destroy") && strcmp(argv[4], "exit")))) ||
+      (!strcmp(argv[1], "server") && argc > 4 && strcmp(argv[4], "poll"))) {
+    fprintf(stderr, "usage: exit_connected server ADDR PORT [poll] | client ADDR PORT destroy|exit\n");
     return 2;
   }
+  g_poll = !strcmp(argv[1], "server") && argc > 4;
   signal(SIGALRM, on_alarm);
   struct rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) die("rdma_create_event_channel");
