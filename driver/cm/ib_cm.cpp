@@ -73,6 +73,12 @@ void Cm::set_state(CmId& id, CmState s) {
              cm_state_name(s));
     id.agent_->link().trace(trace::TraceKind::Note, trace::kTraceNone, false, 0, trace::TraceFields(), buf);
   }
+  // While established, the HCA holds the DREQ that ends the connection should the process end
+  // without one (killed): the kernel's CM, which outlives the process, would send it.
+  const bool was = id.state_ == CmState::Established, is = s == CmState::Established;
+  if (was != is && id.agent_)  // (a TID of its own, so the MADs the program sends keep theirs)
+    id.agent_->leave_dreq(id.local_id_, is, id.remote_gid_, id.remote_id_, id.remote_qpn_,
+                          kLeftDreqTid | id.local_id_);
   id.state_ = s;
 }
 

@@ -238,6 +238,8 @@ class Cm {
   std::map<std::pair<MadAgent*, uint64_t>, CmId*> listeners_;
   uint32_t next_id_ = 0x1000;
   uint64_t next_tid_ = 1;
+  /// The TIDs of the DREQs left with the HCA (SetLeftDreq): apart from next_tid_'s.
+  static constexpr uint64_t kLeftDreqTid = 1ull << 62;
   int wake_fd_ = -1;  ///< written to end the service thread's wait (a new agent, exit)
   std::atomic<bool> stop_{false};
   std::thread service_;

@@ -119,6 +119,9 @@ void Cm::on_dreq(MadAgent& a, const ReceivedMad& m) {
   mad::CommonHeader h;
   mad::peek(m.mad, kMadBytes, h);
   CmId* id = by_comm_id(dreq.remote_comm_id, CmState::Established, CmState::DreqSent);
+  // A passive side still waiting for the RTU takes a DREQ too (Linux's cm_dreq_handler, state
+  // REP_SENT): the active side may end the connection before the RTU arrives, or it is lost.
+  if (!id) id = by_comm_id(dreq.remote_comm_id, CmState::RepSent, CmState::RepSent);
   CmId* old = id ? nullptr : by_comm_id(dreq.remote_comm_id, CmState::Timewait, CmState::Timewait);
   // Every DREQ gets a DREP, even one for a connection long gone (its DREP was lost).
   mad::Drep drep;

@@ -188,6 +188,22 @@ bool MadAgent::sends_pending() const {
   return false;
 }
 
+void MadAgent::leave_dreq(uint32_t local_id, bool leave, const uint8_t dgid[16], uint32_t remote_id,
+                          uint32_t remote_qpn, uint64_t tid) {
+  hw::LeftDreq d{};
+  if (leave) {
+    std::memcpy(d.path.dgid, dgid, 16);
+    d.path.sgid_index = sgid_index_for(dgid);
+    d.path.hop_limit = 64;
+    d.remote_comm_id = remote_id;
+    d.remote_qpn = remote_qpn;
+    d.tid = tid;
+  }
+  hw::CmdMailbox mb = hw::make_cmd_with(hw::CmdOpcode::SetLeftDreq, d, local_id, leave ? 1 : 0);
+  // Nothing to do on failure: the process then ends its connections only while it runs.
+  (void)sim(ctx_)->kdev->command(mb);
+}
+
 bool MadAgent::has_completion() const { return cq_has_completion(cq_); }
 
 void MadAgent::arm() {

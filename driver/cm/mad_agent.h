@@ -71,6 +71,12 @@ class MadAgent {
   int progress(const std::function<void(const ReceivedMad&)>& on_mad);
   /** @brief Whether a MAD sent is still waiting for its send completion (progress() takes them). */
   bool sends_pending() const;
+  /**
+   * @brief Leave with the HCA (@p leave) the DREQ that ends connection @p local_id should this
+   * process end without ending it, as the host's kernel CM would send it; or take it back.
+   */
+  void leave_dreq(uint32_t local_id, bool leave, const uint8_t dgid[16] = nullptr, uint32_t remote_id = 0,
+                  uint32_t remote_qpn = 0, uint64_t tid = 0);
   /** @brief Whether a completion (a MAD received or sent) waits for progress(); only a look. */
   bool has_completion() const;
   /** @brief Arm the CQ (unless it is), so its next completion raises an event on event_fd(). */

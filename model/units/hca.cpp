@@ -107,6 +107,7 @@ void Hca::function_reset() {
   core_.eq.set_irq_handler(nullptr);
   core_.port.set_up(true);
   drops_.clear();
+  send_left_dreqs();  // once the port is up again (a process found gone took it down)
 }
 
 void Hca::drop_rx_if(std::function<bool(const wire::ParsedFrame&)> pred, uint32_t n) {

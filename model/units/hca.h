@@ -161,6 +161,11 @@ class Hca {
   void deliver_multicast(PacketPtr pkt, const wire::ParsedFrame& f);
   /** @brief A MAD for QP1 while no program opened it: answered as the host's kernel CM would. */
   void answer_without_cm(const wire::ParsedFrame& f);
+  /** @brief SetLeftDreq: keep (arg1 1) or drop (arg1 0) an established connection's DREQ. */
+  void set_left_dreq(hw::CmdMailbox& mb);
+  /** @brief The owner is gone: send every DREQ left with set_left_dreq() from QP1, as the host's
+   *  kernel CM ends the connections of a process that ended without ending them. */
+  void send_left_dreqs();
   /** @brief A frame whose QPC lookup is done: check its transport and hand it to a unit. */
   void dispatch_rx(RxWork& w);
   /** @brief Whether packets of opcode @p op belong to @p qp's transport (RC, UC, UD). */
@@ -204,6 +209,7 @@ class Hca {
   bool link_up_ = true;
   uint64_t link_changes_ = 0;
   std::map<std::array<uint8_t, 16>, std::vector<uint32_t>> mcast_;  ///< group GID -> attached QPs
+  std::map<uint32_t, hw::LeftDreq> left_dreqs_;  ///< local communication ID -> its DREQ (SetLeftDreq)
   // Received frames go through one in-order pipeline: each waits for its QPC lookup (a cache
   // miss is an ICM read), and none overtakes the one before it.
   TimedQueue<RxWork> rx_stage_;

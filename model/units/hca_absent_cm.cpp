@@ -5,8 +5,11 @@
 // fails with RDMA_CM_EVENT_REJECTED. Here the CM lives in the programs (driver/cm), and QP1
 // exists only while one of them has it open; until then this answers for the host's CM as a
 // CM without state does (wire::mad::answer_without_state), instead of leaving the request to
-// be resent seconds later.
+// be resent seconds later. Likewise the kernel's CM ends the connections of a process that
+// ends without ending them (killed): the program's CM leaves each established connection's DREQ
+// here (SetLeftDreq), and the HCA sends those when its owner is gone.
 #include <cstring>
+#include <string>
 
 #include "hca.h"
 #include "ib_mad.h"
@@ -33,7 +36,42 @@ wire::Headers reply_headers(const wire::ParsedFrame& f, const uint8_t src_mac[6]
   return h;
 }
 
+// The description of a MAD for a trace line.
+std::string describe_mad(const uint8_t* mad) {
+  char what[192];
+  wire::mad::describe(mad, wire::mad::kMadSize, what, sizeof what);
+  return what;
+}
+
 }  // namespace
+
+void Hca::set_left_dreq(hw::CmdMailbox& mb) {
+  const bool leave = mb.arg1 != 0;
+  if (leave)
+    left_dreqs_[mb.arg0] = hw::cmd_in<hw::LeftDreq>(mb);
+  else if (!left_dreqs_.erase(mb.arg0))
+    return void(mb.status = uint8_t(hw::CmdStatus::BadParam));
+  mb.status = uint8_t(hw::CmdStatus::Ok);
+}
+
+void Hca::send_left_dreqs() {
+  for (const auto& [local_id, d] : left_dreqs_) {
+    wire::mad::Dreq dreq;
+    dreq.local_comm_id = local_id;
+    dreq.remote_comm_id = d.remote_comm_id;
+    dreq.remote_qpn_eecn = d.remote_qpn;
+    uint8_t mad[wire::mad::kMadSize];
+    wire::mad::encode(dreq, d.tid, mad);
+    wire::Headers h{};
+    if (!core_.frames.gsi_headers(d.path, h)) continue;  // nothing owns the peer's GID any more
+    if (tracer_.on() && tracer_.wants(trace::TraceUnit::Responder, trace::TraceKind::Note))
+      HCASIM_TRACE(tracer_, Responder, Note, hw::kGsiQpn, TraceFields(),
+                   "the owner is gone: its kernel's CM ends connection 0x%08x with %s", local_id,
+                   describe_mad(mad).c_str());
+    core_.frames.send_frame(h, mad, sizeof mad, now_ps() + core_.prof.irq_ps);
+  }
+  left_dreqs_.clear();
+}
 
 void Hca::answer_without_cm(const wire::ParsedFrame& f) {
   uint8_t out[wire::mad::kMadSize];

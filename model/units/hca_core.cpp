@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "hca_core.h"
+#include "ib_mad.h"
 
 #include <cstring>
 
@@ -41,6 +42,14 @@ bool FrameBuilder::address(const hw::PathDesc& path, uint32_t src_qpn, uint32_t 
   h.udp_sport = wire::roce_udp_sport(src_qpn, dst_qpn);
   h.dest_qp = dst_qpn;
   h.pkey = 0xffff;
+  return true;
+}
+
+bool FrameBuilder::gsi_headers(const hw::PathDesc& path, wire::Headers& h) const {
+  if (!address(path, hw::kGsiQpn, hw::kGsiQpn, h)) return false;
+  h.opcode = wire::BthOpcode::UD_SEND_ONLY;
+  h.deth.qkey = wire::mad::kGsiQkey;
+  h.deth.src_qp = hw::kGsiQpn;
   return true;
 }
 

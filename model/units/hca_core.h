@@ -53,6 +53,9 @@ class FrameBuilder {
   /** @brief Headers of a UD packet from @p qp to the address @p av (a send WQE's datagram segment). */
   bool datagram_headers(const QpContext& qp, const hw::DatagramAddr& av, wire::BthOpcode op, uint32_t psn,
                         wire::Headers& h) const;
+  /** @brief Headers of a MAD from this port's QP1 to the QP1 at the end of @p path (a UD
+   *  SEND_ONLY with the GSI Q_Key); false if nothing on the network owns its GID. */
+  bool gsi_headers(const hw::PathDesc& path, wire::Headers& h) const;
   /** @brief Build a frame and queue it on the port at @p ready_ps. */
   void send_frame(const wire::Headers& h, const void* payload, uint32_t len, uint64_t ready_ps);
 

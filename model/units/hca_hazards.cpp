@@ -47,6 +47,7 @@ void Hca::execute(hw::CmdMailbox& mb) {
   if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::ResolveGid) return resolve_gid(mb);
   if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::AttachMcast) return attach_mcast(mb, true);
   if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::DetachMcast) return attach_mcast(mb, false);
+  if (hw::CmdOpcode(mb.opcode) == hw::CmdOpcode::SetLeftDreq) return set_left_dreq(mb);
   check_hazards(mb);  // before the command, while the object and its state still exist
   cmd_.execute(mb);
 }

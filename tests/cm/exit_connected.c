@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * exit_connected server ADDR PORT [poll] | client ADDR PORT destroy|exit
+ * exit_connected server ADDR PORT [poll] | client ADDR PORT destroy|exit|kill
  *
  * A client that ends a connected rdma_cm connection by going away, not by rdma_disconnect(3):
  * "destroy" calls rdma_destroy_qp and rdma_destroy_id and exits at once; "exit" exits without
- * either. On Linux the kernel's CM sends the DREQ either way (rdma_destroy_id(3) on a
- * connected id, or the process's rdma_cm file closing at its end), so the server, which waits
+ * either; "kill" is killed (SIGKILL) instead. On Linux the kernel's CM sends the DREQ every way
+ * (rdma_destroy_id(3) on a connected id, or the process's rdma_cm file closing at its end,
+ * however it ends), so the server, which waits
  * for nothing else, sees RDMA_CM_EVENT_DISCONNECTED. It prints "exit_connected: server saw
  * DISCONNECTED" and exits 0, or says what it saw instead, or after 20 s that it saw nothing,
  * and exits 1. With "poll" the server waits for each event in poll(2) on the channel's
@@ -101,7 +102,7 @@ static int server(struct rdma_event_channel* ch, const char* addr, const char* p
   return 0;
 }
 
-static int client(struct rdma_event_channel* ch, const char* addr, const char* port, int destroy) {
+static int client(struct rdma_event_channel* ch, const char* addr, const char* port, const char* how) {
   struct rdma_cm_id* id;
   struct rdma_addrinfo* ai = lookup(addr, port, 0);
   if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) die("rdma_create_id");
@@ -115,9 +116,16 @@ static int client(struct rdma_event_channel* ch, const char* addr, const char* p
   cp.retry_count = 7;
   if (rdma_connect(id, &cp)) die("rdma_connect");
   expect(ch, RDMA_CM_EVENT_ESTABLISHED, 20, NULL);
-  printf("exit_connected: client connected, leaving (%s)\n", destroy ? "destroy" : "exit");
+  printf("exit_connected: client connected, leaving (%s)\n", how);
   fflush(stdout);
-  if (destroy) {
+  if (!strcmp(how, "kill")) {
+    /* Killed once the RTU it sent has left (Linux's kernel CM sends the RTU before the program
+     * hears ESTABLISHED; here the program's CM posts it and a process killed at once takes it
+     * along, docs/connection-management.md). */
+    usleep(200000);
+    kill(getpid(), SIGKILL);
+  }
+  if (!strcmp(how, "destroy")) {
     rdma_destroy_qp(id);
     rdma_destroy_id(id);
   }
@@ -126,9 +134,10 @@ static int client(struct rdma_event_channel* ch, const char* addr, const char* p
 
 int main(int argc, char** argv) {
   if (argc < 4 || (strcmp(argv[1], "server") && strcmp(argv[1], "client")) ||
-      (!strcmp(argv[1], "client") && (argc < 5 || (strcmp(argv[4], "destroy") && strcmp(argv[4], "exit")))) ||
+      (!strcmp(argv[1], "client") &&
+       (argc < 5 || (strcmp(argv[4], "destroy") && strcmp(argv[4], "exit") && strcmp(argv[4], "kill")))) ||
       (!strcmp(argv[1], "server") && argc > 4 && strcmp(argv[4], "poll"))) {
-    fprintf(stderr, "usage: exit_connected server ADDR PORT [poll] | client ADDR PORT destroy|exit\n");
+    fprintf(stderr, "usage: exit_connected server ADDR PORT [poll] | client ADDR PORT destroy|exit|kill\n");
     return 2;
   }
   g_poll = !strcmp(argv[1], "server") && argc > 4;
@@ -136,5 +145,5 @@ int main(int argc, char** argv) {
   struct rdma_event_channel* ch = rdma_create_event_channel();
   if (!ch) die("rdma_create_event_channel");
   if (!strcmp(argv[1], "server")) return server(ch, argv[2], argv[3]);
-  return client(ch, argv[2], argv[3], !strcmp(argv[4], "destroy"));
+  return client(ch, argv[2], argv[3], argv[4]);
 }

@@ -512,6 +512,13 @@ enum class CmdOpcode : uint16_t {
   AttachMcast = 0x752,
   /// ibv_detach_mcast: arg0 the QP; in: GidQuery. BadParam if it was not attached.
   DetachMcast = 0x753,
+  /// The DREQ of an established connection, left with the HCA for when its owner is gone. The
+  /// host's kernel CM sends it whatever becomes of the program (Linux: when the process's
+  /// rdma_cm files close, a kill included); here the CM lives in the program, so it leaves the
+  /// DREQ's fields while the connection is established and takes them back when it is not.
+  /// arg0 the connection's local communication ID; arg1 1 leaves (in: LeftDreq), 0 takes back
+  /// (BadParam if none was left). At a function reset the HCA sends each one left from QP1.
+  SetLeftDreq = 0x760,
 };
 
 /** @brief Command completion status (CmdMailbox::status). */
@@ -600,6 +607,14 @@ inline void multicast_mac(const uint8_t gid[16], uint8_t mac[6]) {
     mac[3] = gid[13] & 0x7f, mac[4] = gid[14], mac[5] = gid[15];
   }
 }
+
+/** @brief SetLeftDreq's input: where the DREQ goes and what it names (IBTA 12.6.10). */
+struct LeftDreq {
+  PathDesc path;            ///< to the peer's port (its QP1)
+  uint32_t remote_comm_id;  ///< the peer's communication ID
+  uint32_t remote_qpn;      ///< the peer's QP of the connection
+  uint64_t tid;             ///< the DREQ's transaction ID
+};
 
 /** @brief ResolveGid's output: the MAC address of the port that owns the GID. */
 struct Neighbour {
