@@ -158,14 +158,19 @@ int destroy_cq(ibv_cq* cq) {
   return 0;
 }
 
+/** The CQE at the consumer index if the device has written it, else nullptr (under q.mu). */
+static const uint8_t* next_cqe(const SimCq& q) {
+  const uint8_t* raw = q.ring->data() + uint64_t(q.ci & ((1u << q.log_size) - 1)) * hw::kCqeSize;
+  return hw::cqe_ready(hw::cqe_load_op_own(raw), q.ci, q.log_size) ? raw : nullptr;
+}
+
 static int poll_once(SimCq* q, int n, ibv_wc* wc) {
   std::lock_guard<std::mutex> g(q->mu);
-  const uint32_t mask = (1u << q->log_size) - 1;
   int got = 0;
   SimQp* last = nullptr;
   while (got < n) {
-    const uint8_t* raw = q->ring->data() + uint64_t(q->ci & mask) * hw::kCqeSize;
-    if (!hw::cqe_ready(hw::cqe_load_op_own(raw), q->ci, q->log_size)) break;
+    const uint8_t* raw = next_cqe(*q);
+    if (!raw) break;
     const DecodedCqe d = decode_cqe(raw);
     ++q->ci;
     ibv_wc& w = wc[got++];
@@ -223,8 +228,7 @@ int poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
 bool cq_has_completion(ibv_cq* cq) {
   SimCq* q = sim(cq);
   std::lock_guard<std::mutex> g(q->mu);
-  const uint8_t* raw = q->ring->data() + uint64_t(q->ci & ((1u << q->log_size) - 1)) * hw::kCqeSize;
-  return hw::cqe_ready(hw::cqe_load_op_own(raw), q->ci, q->log_size);
+  return next_cqe(*q) != nullptr;
 }
 
 int req_notify_cq(ibv_cq* cq, int solicited_only) {

@@ -36,10 +36,10 @@ wire::Headers reply_headers(const wire::ParsedFrame& f, const uint8_t src_mac[6]
   return h;
 }
 
-// The description of a MAD for a trace line.
-std::string describe_mad(const uint8_t* mad) {
+// The description of the MAD at @p mad (@p len bytes) for a trace line.
+std::string describe_mad(const uint8_t* mad, size_t len = wire::mad::kMadSize) {
   char what[192];
-  wire::mad::describe(mad, wire::mad::kMadSize, what, sizeof what);
+  wire::mad::describe(mad, len, what, sizeof what);
   return what;
 }
 
@@ -78,14 +78,10 @@ void Hca::answer_without_cm(const wire::ParsedFrame& f) {
   if (f.h.opcode != wire::BthOpcode::UD_SEND_ONLY ||
       !wire::mad::answer_without_state(f.payload, f.payload_len, out))
     return;
-  if (tracer_.on() && tracer_.wants(trace::TraceUnit::Responder, trace::TraceKind::Note)) {
-    char what[192], answer[192];
-    wire::mad::describe(f.payload, f.payload_len, what, sizeof what);
-    wire::mad::describe(out, sizeof out, answer, sizeof answer);
+  if (tracer_.on() && tracer_.wants(trace::TraceUnit::Responder, trace::TraceKind::Note))
     HCASIM_TRACE(tracer_, Responder, Note, hw::kGsiQpn, TraceFields().set_peer_qpn(f.h.deth.src_qp),
                  "no program on this host has started a CM (no QP1): its kernel's CM answers %s with %s",
-                 what, answer);
-  }
+                 describe_mad(f.payload, f.payload_len).c_str(), describe_mad(out).c_str());
   // The host's answer leaves an interrupt's latency later; its software time is not modelled.
   core_.frames.send_frame(reply_headers(f, core_.id.mac), out, sizeof out, now_ps() + core_.prof.irq_ps);
 }
